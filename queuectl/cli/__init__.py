@@ -1,0 +1,79 @@
+"""The queuectl command line: Click commands that parse, call one store or worker function, and print.
+
+This package is the only place that knows Click. Domain errors are turned into one
+line on stderr and an exit code here, in `EXIT_CODES`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from queuectl import __version__
+from queuectl.cli import config, dlq, jobs, worker
+from queuectl.cli.common import App
+from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
+
+#: Exit codes, most specific class first. Click's own usage errors exit 2 as well.
+EXIT_CODES: tuple[tuple[type[QueuectlError], int], ...] = (
+    (InvalidConfig, 78),
+    (InvalidInput, 2),
+    (QueuectlError, 1),
+)
+
+
+def exit_code_for(error: QueuectlError) -> int:
+    """Return the documented exit code of a domain error."""
+    return next(code for cls, code in EXIT_CODES if isinstance(error, cls))
+
+
+class QueuectlGroup(click.Group):
+    """A group whose errors are one line on stderr, never a traceback or a usage dump."""
+
+    def main(self, args=None, prog_name=None, **extra):  # noqa: D102 (Click's signature)
+        extra.pop("standalone_mode", None)
+        try:
+            rv = super().main(args, prog_name or "queuectl", standalone_mode=False, **extra)
+        except click.UsageError as e:
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            _fail(e.format_message() + hint, e.exit_code)
+        except click.ClickException as e:
+            _fail(e.format_message(), e.exit_code)
+        except click.Abort:
+            _fail("aborted", 1)
+        except QueuectlError as e:
+            _fail(str(e), exit_code_for(e))
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _fail(message: str, code: int):
+    click.echo(f"queuectl: error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(cls=QueuectlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", metavar="PATH", envvar="QUEUECTL_DB",
+              help="SQLite database file [env QUEUECTL_DB; default $XDG_DATA_HOME/queuectl/queuectl.db]")
+@click.version_option(__version__, prog_name="queuectl")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """queuectl: a durable job queue for shell commands.
+
+    \b
+    Examples:
+      queuectl enqueue '{"id":"job1","command":"sleep 2"}'
+      queuectl worker start --count 2
+      queuectl status
+      queuectl dlq list
+    """
+    ctx.obj = App(db)
+
+
+for _module in (jobs, worker, dlq, config):
+    _module.register(cli)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli.main(prog_name="queuectl")

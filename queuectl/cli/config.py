@@ -1,0 +1,71 @@
+"""Commands for the queue's settings, kept in the database."""
+
+from __future__ import annotations
+
+import click
+
+from queuectl.cli.common import json_option, pass_app, print_json, print_table
+from queuectl.settings import SETTINGS, canonical_key
+
+
+def _show(value) -> str:
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@click.group()
+def config():
+    """Read and change settings (stored in the database, shared by every worker)."""
+
+
+@config.command(name="set")
+@click.argument("key")
+@click.argument("value")
+@pass_app
+def set_(app, key, value):
+    """Set KEY to VALUE (keys take hyphens or underscores).
+
+    \b
+    Examples:
+      queuectl config set max-retries 5
+      queuectl config set job_timeout 600
+      queuectl config set job-timeout none
+    """
+    name = canonical_key(key)
+    stored = app.store().set_setting(name, value)
+    click.echo(f"{name} = {_show(stored)}")
+
+
+@config.command()
+@click.argument("key")
+@pass_app
+def get(app, key):
+    """Print the value of KEY in force.
+
+    \b
+    Example:
+      queuectl config get backoff-base
+    """
+    name = canonical_key(key)
+    click.echo(_show(app.store().settings()[name]))
+
+
+@config.command(name="list")
+@json_option
+@pass_app
+def list_(app, as_json):
+    """List every setting with its value and meaning.
+
+    \b
+    Example:
+      queuectl config list --json
+    """
+    values = app.store().settings()
+    if as_json:
+        print_json(values)
+        return
+    print_table(["KEY", "VALUE", "MEANING"], [[k, _show(v), SETTINGS[k].help] for k, v in values.items()])
+
+
+def register(group: click.Group) -> None:
+    """Add this module's commands to the top-level group."""
+    group.add_command(config)

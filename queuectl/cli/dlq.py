@@ -1,0 +1,56 @@
+"""Commands for the dead letter queue: jobs that used up their retries."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from queuectl.cli.common import json_option, pass_app, print_json, print_table
+from queuectl.models import JobState, iso, one_line
+
+
+@click.group()
+def dlq():
+    """Inspect and retry dead jobs (the dead letter queue)."""
+
+
+@dlq.command(name="list")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most this many jobs.")
+@json_option
+@pass_app
+def list_(app, limit, as_json):
+    """List dead jobs, newest first, with their last error.
+
+    \b
+    Example:
+      queuectl dlq list --json
+    """
+    jobs = app.store().list_jobs(JobState.DEAD, None, limit)
+    if as_json:
+        print_json([j.to_dict() for j in jobs])
+        return
+    print_table(
+        ["ID", "QUEUE", "ATTEMPTS", "DIED", "LAST ERROR", "COMMAND"],
+        [[j.id, j.queue, j.attempts, iso(j.finished_at), j.last_error, one_line(j.command, 40)] for j in jobs],
+    )
+
+
+@dlq.command()
+@click.argument("job_ids", nargs=-1, required=True, metavar="ID...")
+@pass_app
+def retry(app, job_ids):
+    """Move dead jobs back to pending with their attempts reset to 0 (all or none).
+
+    \b
+    Example:
+      queuectl dlq retry job1
+    """
+    app.store().dlq_retry(list(job_ids), time.time())
+    for job_id in job_ids:
+        click.echo(f"{job_id}: pending")
+
+
+def register(group: click.Group) -> None:
+    """Add this module's commands to the top-level group."""
+    group.add_command(dlq)

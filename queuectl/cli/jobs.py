@@ -1,0 +1,190 @@
+"""Commands about jobs: enqueue, list, show, logs, status."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from queuectl.cli.common import json_option, pass_app, print_json, print_table
+from queuectl.errors import Conflict, InvalidInput
+from queuectl.jobspec import parse_job
+from queuectl.models import JobState, iso, one_line
+from queuectl.store import DuplicateJob
+
+STATE_CHOICE = click.Choice([s.value for s in JobState])
+
+
+@click.command()
+@click.argument("job", required=False, metavar="JSON")
+@click.option("--file", "-f", "file", type=click.File("rb"), metavar="FILE",
+              help="Read one JSON job per line from FILE ('-' for stdin); all or none are enqueued.")
+@pass_app
+def enqueue(app, job, file):
+    """Add a job to the queue and print its id.
+
+    JSON is an object with `command` (required) and optionally `id`, `queue`, `priority`
+    (higher runs first), `max_retries`, `run_at` (ISO-8601 with offset) or `delay`
+    (seconds), `timeout` (seconds) and `cwd` (absolute path).
+
+    \b
+    Examples:
+      queuectl enqueue '{"id":"job1","command":"sleep 2"}'
+      queuectl enqueue '{"command":"make -C /srv/site","queue":"build","timeout":600}'
+      queuectl enqueue --file jobs.jsonl
+    """
+    if (job is None) == (file is None):
+        raise InvalidInput("give one JSON job or --file FILE")
+    now = time.time()
+    if file is None:
+        jobs, lines = [parse_job(job, now)], None
+    else:
+        jobs, lines = _read_jobs(file, now)
+    try:
+        ids = app.store().enqueue(jobs, now)
+    except DuplicateJob as e:
+        if lines is None:
+            raise
+        line = _duplicate_line(jobs, lines, e.job_id)
+        raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
+    click.echo("\n".join(ids))
+
+
+def _read_jobs(file, now):
+    jobs, lines = [], []
+    for number, raw in enumerate(file, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput(f"line {number}: not UTF-8 text; nothing was enqueued") from None
+        if not text.strip():
+            continue
+        try:
+            jobs.append(parse_job(text, now))
+        except InvalidInput as e:
+            raise InvalidInput(f"line {number}: {e}; nothing was enqueued") from None
+        lines.append(number)
+    if not jobs:
+        raise InvalidInput("no jobs in the file")
+    return jobs, lines
+
+
+def _duplicate_line(jobs, lines, job_id) -> int:
+    """Return the line of the first job whose id exists already or repeats an earlier line."""
+    first = next(n for j, n in zip(jobs, lines) if j.id == job_id)
+    repeats = [n for j, n in zip(jobs, lines) if j.id == job_id]
+    return repeats[1] if len(repeats) > 1 else first
+
+
+@click.command(name="list")
+@click.option("--state", type=STATE_CHOICE, help="Only jobs in this state.")
+@click.option("--queue", metavar="NAME", help="Only jobs in this queue.")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most this many jobs.")
+@json_option
+@pass_app
+def list_(app, state, queue, limit, as_json):
+    """List jobs, newest first.
+
+    \b
+    Examples:
+      queuectl list --state pending
+      queuectl list --queue build --limit 20 --json
+    """
+    jobs = app.store().list_jobs(JobState(state) if state else None, queue, limit)
+    if as_json:
+        print_json([j.to_dict() for j in jobs])
+        return
+    print_table(
+        ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "UPDATED", "COMMAND"],
+        [[j.id, j.state.value, j.queue, j.priority, j.attempts, iso(j.updated_at), one_line(j.command, 50)]
+         for j in jobs],
+    )
+
+
+@click.command()
+@click.argument("job_id", metavar="ID")
+@json_option
+@pass_app
+def show(app, job_id, as_json):
+    """Show one job's record.
+
+    \b
+    Example:
+      queuectl show job1
+    """
+    job = app.store().get_job(job_id)
+    d = job.to_dict()
+    if as_json:
+        print_json(d)
+        return
+    for key, value in d.items():
+        click.echo(f"{key + ':':13} {'' if value is None else value}")
+
+
+@click.command()
+@click.argument("job_id", metavar="ID")
+@json_option
+@pass_app
+def logs(app, job_id, as_json):
+    """Print the output a job's last run captured: its stdout on stdout, its stderr on stderr.
+
+    The bytes are written as the job wrote them (the last output-limit bytes of each).
+
+    \b
+    Example:
+      queuectl logs job1
+    """
+    job = app.store().get_job(job_id, output=True)
+    if as_json:
+        d = job.to_dict(output=True)
+        print_json({k: d[k] for k in ("id", "state", "exit_code", "stdout", "stderr")})
+        return
+    for stream, data in ((sys.stdout, job.stdout), (sys.stderr, job.stderr)):
+        binary = click.get_binary_stream("stdout" if stream is sys.stdout else "stderr")
+        binary.write(data or b"")
+        binary.flush()
+
+
+@click.command()
+@json_option
+@pass_app
+def status(app, as_json):
+    """Show job counts by state and queue, and the active workers.
+
+    \b
+    Example:
+      queuectl status --json
+    """
+    store = app.store()
+    counts = store.counts()
+    workers = store.workers()
+    now = time.time()
+    totals = {s.value: 0 for s in JobState}
+    for per_state in counts.values():
+        for s, n in per_state.items():
+            totals[s] += n
+    if as_json:
+        print_json({"jobs": totals, "queues": counts, "workers": [w.to_dict(now) for w in workers]})
+        return
+    click.echo("Jobs")
+    print_table(["STATE", "COUNT"], [[s, n] for s, n in totals.items()])
+    if len(counts) > 1:
+        click.echo("\nQueues")
+        states = [s.value for s in JobState]
+        print_table(["QUEUE", *[s.upper() for s in states]],
+                    [[q, *[per.get(s, 0) for s in states]] for q, per in counts.items()])
+    click.echo(f"\nWorkers ({len(workers)})")
+    if workers:
+        rows = []
+        for w in workers:
+            d = w.to_dict(now)
+            rows.append([d["name"], d["pid"], d["host"], f"{d['busy']}/{d['slots']}",
+                         f"{d['heartbeat_age']:.1f}s", ",".join(d["jobs"]) or "-"])
+        print_table(["NAME", "PID", "HOST", "BUSY", "HEARTBEAT", "JOBS"], rows)
+
+
+def register(group: click.Group) -> None:
+    """Add this module's commands to the top-level group."""
+    for command in (enqueue, list_, show, logs, status):
+        group.add_command(command)

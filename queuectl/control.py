@@ -1,0 +1,67 @@
+"""Stop running workers from another process (`queuectl worker stop`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from queuectl import procs
+from queuectl.errors import NotFound
+from queuectl.models import WorkerInfo
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """What happened to one worker: 'stopped', 'timeout' (still draining) or 'not running'."""
+
+    name: str
+    pid: int
+    outcome: str
+
+
+def select_workers(workers: Sequence[WorkerInfo], names: Sequence[str]) -> list[WorkerInfo]:
+    """Return the workers on this host (all, or those named); raises NotFound for an unknown name."""
+    local = [w for w in workers if w.host == procs.hostname()]
+    if not names:
+        return local
+    by_name = {w.name: w for w in workers}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise NotFound(f"no registered worker named {', '.join(repr(n) for n in missing)}")
+    elsewhere = [n for n in names if by_name[n].host != procs.hostname()]
+    if elsewhere:
+        raise NotFound(f"worker {elsewhere[0]!r} runs on host {by_name[elsewhere[0]].host}, not here")
+    return [by_name[n] for n in names]
+
+
+def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None,
+                 sleep: Callable[[float], None] = time.sleep) -> list[StopResult]:
+    """Ask each worker to drain (SIGTERM) and wait up to `timeout` seconds (None: forever) for all to exit.
+
+    Only a process whose pid and start time match the registration is signalled, so a
+    recycled pid is never hit.
+    """
+    live, results = [], []
+    for w in workers:
+        if procs.owner_alive(w.host, w.boot_id, w.pid, w.pid_start):
+            try:
+                os.kill(w.pid, signal.SIGTERM)
+                live.append(w)
+                continue
+            except ProcessLookupError:
+                pass
+        results.append(StopResult(w.name, w.pid, "not running"))
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while live:
+        still = [w for w in live if procs.process_alive(w.pid, w.pid_start)]
+        results += [StopResult(w.name, w.pid, "stopped") for w in live if w not in still]
+        live = still
+        if live and deadline is not None and time.monotonic() >= deadline:
+            results += [StopResult(w.name, w.pid, "timeout") for w in live]
+            break
+        if live:
+            sleep(0.1)
+    return results

@@ -1,0 +1,25 @@
+"""Domain errors. The CLI maps each class to its exit code in one place (queuectl.cli.EXIT_CODES)."""
+
+
+class QueuectlError(Exception):
+    """Base of every error queuectl reports to a user as one line."""
+
+
+class NotFound(QueuectlError):
+    """A named job or worker does not exist (exit 1)."""
+
+
+class Conflict(QueuectlError):
+    """The request clashes with the queue's state: a duplicate id, a job in the wrong state (exit 1)."""
+
+
+class DatabaseError(QueuectlError):
+    """The database cannot be used: locked, unreadable, not a queuectl database (exit 1)."""
+
+
+class InvalidInput(QueuectlError):
+    """A job, a config value or an argument is malformed (exit 2)."""
+
+
+class InvalidConfig(QueuectlError):
+    """The configuration in force is invalid, so a worker cannot run (exit 78, EX_CONFIG of sysexits.h)."""

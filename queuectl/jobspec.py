@@ -1,0 +1,139 @@
+"""Validate job specifications given to `queuectl enqueue` (JSON objects) into new-job records."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from queuectl.errors import InvalidInput
+
+MAX_COMMAND_BYTES = 128 * 1024
+FIELDS = ("id", "command", "queue", "priority", "max_retries", "run_at", "delay", "timeout", "cwd")
+_ID = re.compile(r"[A-Za-z0-9._:@+=-]{1,128}")
+_QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated job ready to insert. `run_at` is Unix seconds, `timeout` seconds or None."""
+
+    id: str
+    command: str
+    queue: str
+    priority: int
+    max_retries: int | None
+    run_at: float
+    timeout: float | None
+    cwd: str | None
+
+
+def new_job_id() -> str:
+    """Return a fresh random job id (16 hex digits)."""
+    return secrets.token_hex(8)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+def parse_job(text: str, now: float) -> NewJob:
+    """Parse one JSON object (text) into a NewJob; `now` is Unix seconds for `delay`.
+
+    Raises InvalidInput with one line naming the problem (malformed JSON with its position,
+    a missing or empty command, an unknown field, a value of the wrong type or range).
+    """
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidInput(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    return validate_job(obj, now)
+
+
+def validate_job(obj, now: float) -> NewJob:
+    """Validate a decoded JSON value into a NewJob; raises InvalidInput (see parse_job)."""
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"a job must be a JSON object, got {type(obj).__name__ if obj is not None else 'null'}")
+    unknown = sorted(set(obj) - set(FIELDS))
+    if unknown:
+        raise InvalidInput(f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(FIELDS)}")
+
+    command = obj.get("command")
+    if "command" not in obj:
+        raise InvalidInput("missing field: command")
+    if not isinstance(command, str):
+        raise InvalidInput("command must be a string")
+    if not command.strip():
+        raise InvalidInput("command must not be empty")
+    if "\0" in command:
+        raise InvalidInput("command must not contain a NUL character")
+    if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
+        raise InvalidInput(f"command is longer than {MAX_COMMAND_BYTES} bytes")
+
+    job_id = obj.get("id")
+    if job_id is None:
+        job_id = new_job_id()
+    elif not isinstance(job_id, str) or not _ID.fullmatch(job_id):
+        raise InvalidInput("id must be 1-128 characters of letters, digits and ._:@+=-")
+
+    queue = obj.get("queue", "default")
+    if not isinstance(queue, str) or not _QUEUE.fullmatch(queue):
+        raise InvalidInput("queue must be 1-64 characters of letters, digits and ._-")
+
+    priority = obj.get("priority", 0)
+    if not _is_int(priority) or abs(priority) >= 2**63:
+        raise InvalidInput("priority must be a whole number (higher runs first)")
+
+    max_retries = obj.get("max_retries")
+    if max_retries is not None and (not _is_int(max_retries) or not 0 <= max_retries < 2**31):
+        raise InvalidInput("max_retries must be a whole number >= 0")
+
+    if "run_at" in obj and "delay" in obj:
+        raise InvalidInput("give run_at or delay, not both")
+    run_at = now
+    if obj.get("run_at") is not None:
+        run_at = _parse_run_at(obj["run_at"])
+    if obj.get("delay") is not None:
+        delay = obj["delay"]
+        if not _is_number(delay) or delay < 0:
+            raise InvalidInput("delay must be a number of seconds >= 0")
+        run_at = now + delay
+
+    timeout = obj.get("timeout")
+    if timeout is not None and (not _is_number(timeout) or timeout <= 0):
+        raise InvalidInput("timeout must be a number of seconds > 0")
+
+    cwd = obj.get("cwd")
+    if cwd is not None and (not isinstance(cwd, str) or not cwd.startswith("/") or "\0" in cwd):
+        raise InvalidInput("cwd must be an absolute path")
+
+    return NewJob(
+        id=job_id,
+        command=command,
+        queue=queue,
+        priority=priority,
+        max_retries=max_retries,
+        run_at=run_at,
+        timeout=float(timeout) if timeout is not None else None,
+        cwd=cwd,
+    )
+
+
+def _parse_run_at(value) -> float:
+    """Return ISO-8601 text with a UTC offset as Unix seconds; raises InvalidInput."""
+    if not isinstance(value, str):
+        raise InvalidInput("run_at must be an ISO-8601 string with a UTC offset, e.g. 2026-12-01T09:00:00+00:00")
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(f"run_at is not an ISO-8601 time: {value!r}") from None
+    if when.tzinfo is None:
+        raise InvalidInput(f"run_at needs a UTC offset (e.g. +00:00 or Z): {value!r}")
+    return when.timestamp()

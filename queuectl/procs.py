@@ -1,0 +1,95 @@
+"""Process identity on Linux: start times, boot id, and process-group checks that resist PID reuse."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from functools import lru_cache
+
+
+def process_start_time(pid: int) -> int | None:
+    """Return the process's start time in clock ticks since boot, or None if it does not exist.
+
+    Source: proc(5), /proc/PID/stat field 22 (starttime). A pid and its start time
+    together name one process for the life of a boot, so a recycled pid is told apart.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
+    fields = data[data.rfind(b")") + 2:].split()
+    return int(fields[19])
+
+
+@lru_cache(maxsize=1)
+def boot_id() -> str:
+    """Return this boot's id (proc(5): /proc/sys/kernel/random/boot_id), or '' if unavailable."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+@lru_cache(maxsize=1)
+def hostname() -> str:
+    """Return this host's name."""
+    return socket.gethostname()
+
+
+def is_local(host: str, boot: str) -> bool:
+    """Return True if (host, boot) names this host in its current boot."""
+    return host == hostname() and boot == boot_id()
+
+
+def owner_alive(host: str, boot: str, pid: int, pid_start: int | None) -> bool | None:
+    """Return whether the process (host, boot, pid, start time) lives; None if it ran on another host."""
+    if host != hostname():
+        return None
+    return boot == boot_id() and process_alive(pid, pid_start)
+
+
+def process_alive(pid: int, start_time: int | None) -> bool:
+    """Return True if process `pid` exists and (when given) started at `start_time` ticks."""
+    current = process_start_time(pid)
+    if current is None:
+        return False
+    return start_time is None or current == start_time
+
+
+def group_alive(pgid: int, leader_start: int | None) -> bool:
+    """Return True if the process group `pgid` that began with a leader started at `leader_start` lives.
+
+    If the leader still exists its start time must match. If it has exited but the group
+    has members, the group is still the original one: Linux does not hand out a pid
+    while it is in use as a process group id (credentials(7)).
+    """
+    leader = process_start_time(pgid)
+    if leader is not None and leader_start is not None and leader != leader_start:
+        return False  # the pid was handed out again, so the recorded group is gone
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to process group `pgid`; return False if the group is gone."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def kill_group(pgid: int, leader_start: int | None) -> bool:
+    """SIGKILL the group if it is still the one recorded; return True if a signal was sent."""
+    if group_alive(pgid, leader_start):
+        return signal_group(pgid, signal.SIGKILL)
+    return False

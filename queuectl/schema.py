@@ -1,0 +1,87 @@
+"""The SQLite schema and its forward migrations, keyed by PRAGMA user_version."""
+
+#: Written to PRAGMA application_id so a queuectl database is told apart from other SQLite files ("QCTL").
+APPLICATION_ID = 0x5143544C
+
+#: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
+MIGRATIONS: dict[int, str] = {
+    1: """
+CREATE TABLE jobs (
+    seq         INTEGER PRIMARY KEY,          -- enqueue order
+    id          TEXT NOT NULL UNIQUE,
+    queue       TEXT NOT NULL,
+    command     TEXT NOT NULL,
+    state       TEXT NOT NULL
+                CHECK (state IN ('pending', 'processing', 'completed', 'failed', 'dead')),
+    priority    INTEGER NOT NULL DEFAULT 0,
+    attempts    INTEGER NOT NULL DEFAULT 0,   -- runs started so far
+    max_retries INTEGER,                      -- NULL: the max-retries setting at failure time
+    timeout     REAL,                         -- seconds; NULL: the job-timeout setting
+    cwd         TEXT,
+    run_at      REAL NOT NULL,                -- Unix seconds: not claimed before this
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL,
+    started_at  REAL,
+    finished_at REAL,
+    worker_id   INTEGER,                      -- workers.id of the owner while processing
+    pgid        INTEGER,                      -- the job's process group while processing
+    pgid_start  INTEGER,                      -- its leader's start time (clock ticks since boot)
+    exit_code   INTEGER,
+    last_error  TEXT
+);
+-- Claim order among claimable jobs; partial, so millions of finished rows cost nothing.
+CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq) WHERE state IN ('pending', 'failed');
+CREATE INDEX jobs_processing ON jobs (worker_id) WHERE state = 'processing';
+CREATE INDEX jobs_state ON jobs (state, seq);
+CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
+
+-- Output lives apart from jobs so that job rows stay small to scan.
+CREATE TABLE job_output (
+    seq    INTEGER PRIMARY KEY REFERENCES jobs (seq) ON DELETE CASCADE,
+    stdout BLOB NOT NULL,
+    stderr BLOB NOT NULL
+);
+
+-- Counts per queue and state, kept by triggers, so `status` does not scan jobs.
+CREATE TABLE job_counts (
+    queue TEXT NOT NULL,
+    state TEXT NOT NULL,
+    n     INTEGER NOT NULL,
+    PRIMARY KEY (queue, state)
+) WITHOUT ROWID;
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
+        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_update AFTER UPDATE OF state, queue ON jobs
+WHEN OLD.state IS NOT NEW.state OR OLD.queue IS NOT NEW.queue BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
+    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
+        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
+END;
+
+CREATE TABLE workers (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,  -- one incarnation; never reused
+    name         TEXT NOT NULL UNIQUE,
+    host         TEXT NOT NULL,
+    boot_id      TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    pid_start    INTEGER,
+    slots        INTEGER NOT NULL,
+    queues       TEXT NOT NULL DEFAULT '',            -- comma-separated; '' = every queue
+    unit         TEXT,
+    started_at   REAL NOT NULL,
+    heartbeat_at REAL NOT NULL
+);
+
+CREATE TABLE config (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL                               -- JSON
+) WITHOUT ROWID;
+""",
+}
+
+SCHEMA_VERSION = max(MIGRATIONS)

@@ -1,0 +1,98 @@
+"""Queue settings kept in the database (`queuectl config`): their names, types, defaults and ranges."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from queuectl.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: `parse` turns user text into a typed value or raises InvalidInput."""
+
+    key: str
+    default: Any
+    help: str
+    parse: Callable[[str, Any], Any]
+
+
+def _number(kind: type, *, minimum: float, exclusive: bool = False, nullable: bool = False):
+    """Return a parser for ints or floats >= minimum (> minimum when exclusive); 'none' allowed if nullable."""
+    bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+    noun = "a whole number" if kind is int else "a number"
+    expect = f"{noun} {bound}" + (" or 'none'" if nullable else "")
+
+    def parse(key: str, raw: Any):
+        if nullable and (raw is None or (isinstance(raw, str) and raw.strip().lower() in ("none", "null", ""))):
+            return None
+        if isinstance(raw, bool):
+            raise InvalidInput(f"{key} must be {expect}, got {raw!r}")
+        try:
+            value = kind(raw) if not isinstance(raw, str) else kind(raw.strip())
+        except (TypeError, ValueError):
+            raise InvalidInput(f"{key} must be {expect}, got {raw!r}") from None
+        if isinstance(raw, float) and kind is int and raw != int(raw):
+            raise InvalidInput(f"{key} must be {expect}, got {raw!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInput(f"{key} must be {expect}, got {raw!r}")
+        if value < minimum or (exclusive and value == minimum):
+            raise InvalidInput(f"{key} must be {expect}, got {raw!r}")
+        return value
+
+    return parse
+
+
+SETTINGS: dict[str, Setting] = {
+    s.key: s
+    for s in (
+        Setting("max-retries", 3, "retries after the first run, for jobs that do not set max_retries",
+                _number(int, minimum=0)),
+        Setting("backoff-base", 2.0, "a retry waits backoff-base ** attempts seconds", _number(float, minimum=1)),
+        Setting("backoff-max", 3600.0, "the longest retry delay, seconds", _number(float, minimum=0)),
+        Setting("job-timeout", None, "seconds a job may run when it sets no timeout; none = no limit",
+                _number(float, minimum=0, exclusive=True, nullable=True)),
+        Setting("heartbeat-interval", 5.0, "seconds between a worker's heartbeats",
+                _number(float, minimum=0.05)),
+        Setting("stale-after", 30.0, "seconds without a heartbeat after which a worker's jobs are recovered",
+                _number(float, minimum=0, exclusive=True)),
+        Setting("poll-interval", 1.0, "seconds an idle worker waits between looks for new jobs",
+                _number(float, minimum=0.01)),
+        Setting("output-limit", 1048576, "bytes of stdout and of stderr kept per job (the tail)",
+                _number(int, minimum=0)),
+    )
+}
+
+
+def canonical_key(key: str) -> str:
+    """Return the setting's canonical name (hyphens); raises InvalidInput for an unknown key."""
+    name = key.strip().lower().replace("_", "-")
+    if name not in SETTINGS:
+        raise InvalidInput(f"unknown config key {key!r}; known keys: {', '.join(SETTINGS)}")
+    return name
+
+
+def parse_value(key: str, raw: Any) -> Any:
+    """Return `raw` (text or a JSON value) as the typed value of setting `key`; raises InvalidInput."""
+    name = canonical_key(key)
+    return SETTINGS[name].parse(name, raw)
+
+
+def check_consistent(values: dict[str, Any]) -> None:
+    """Raise InvalidInput unless stale-after exceeds twice heartbeat-interval.
+
+    The rule leaves room for one late heartbeat, so a live but busy worker is never
+    taken for dead.
+    """
+    hb, stale = values["heartbeat-interval"], values["stale-after"]
+    if not stale > 2 * hb:
+        raise InvalidInput(
+            f"stale-after ({stale:g} s) must exceed 2 x heartbeat-interval ({hb:g} s)"
+        )
+
+
+def defaults() -> dict[str, Any]:
+    """Return every setting's default value, by canonical key."""
+    return {k: s.default for k, s in SETTINGS.items()}

@@ -1,0 +1,535 @@
+"""The SQLite store: the only module that knows SQL.
+
+Every state change is one statement or one BEGIN IMMEDIATE transaction, and every write
+that finishes a job checks that the calling worker still owns it. The store knows
+nothing of processes or signals; callers pass the time (`now`, Unix seconds) in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+from queuectl import settings as settings_mod
+from queuectl.backoff import backoff_delay
+from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
+from queuectl.jobspec import NewJob
+from queuectl.models import READY_STATES, Job, JobState, WorkerInfo
+from queuectl.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+
+#: Seconds a connection waits for another writer's lock before reporting "database is locked".
+BUSY_TIMEOUT = 30.0
+
+_JOB_COLUMNS = (
+    "seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, "
+    "created_at, updated_at, started_at, finished_at, worker_id, pgid, exit_code, last_error"
+)
+_READY = "state IN ('pending', 'failed')"  # must match the jobs_ready partial index's WHERE
+
+
+class DuplicateJob(Conflict):
+    """A job id is already in the queue (or twice in one batch). `job_id` names it."""
+
+    def __init__(self, job_id: str):
+        super().__init__(f"a job with id {job_id!r} already exists")
+        self.job_id = job_id
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one run of a job ended, as the worker reports it to `finish`.
+
+    `ok` is True for exit status 0; `error` says why it failed otherwise; output is raw bytes.
+    """
+
+    job_id: str
+    ok: bool
+    exit_code: int | None
+    error: str | None
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+@dataclass(frozen=True)
+class JobProcess:
+    """A processing job with where it runs: what a recovery needs to kill it first.
+
+    `host` and `boot_id` are its worker's; None when the worker's registration is gone.
+    """
+
+    job_id: str
+    worker_id: int | None
+    pgid: int | None
+    pgid_start: int | None
+    host: str | None
+    boot_id: str | None
+
+
+class SqliteStore:
+    """A queuectl database in one SQLite file.
+
+    `durable=True` commits with synchronous=FULL, so a returned enqueue survives power
+    loss; workers use durable=False (synchronous=NORMAL in WAL mode): a power loss may then
+    forget a claim or a completion, and the job runs again (at least once, never lost).
+    Raises InvalidInput when the path cannot hold a database or holds another program's
+    file, DatabaseError when the database cannot be used.
+    """
+
+    def __init__(self, path: str, *, durable: bool = True, busy_timeout: float = BUSY_TIMEOUT):
+        self.path = os.path.abspath(path)
+        _check_path(self.path)
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None)
+        except sqlite3.Error as e:
+            raise InvalidInput(f"cannot open database {self.path}: {e}") from None
+        self.conn.row_factory = sqlite3.Row
+        with self._errors():
+            self.conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+
+    # -- connection -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def __enter__(self) -> "SqliteStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn sqlite3 errors into one-line queuectl errors."""
+        try:
+            yield
+        except sqlite3.IntegrityError:
+            raise  # callers turn constraint failures into domain errors
+        except sqlite3.DatabaseError as e:
+            text = str(e)
+            if "file is not a database" in text:
+                raise InvalidInput(f"{self.path} is not a queuectl database ({text})") from None
+            if "readonly" in text or "unable to open" in text:
+                raise InvalidInput(f"cannot write to database {self.path}: {text} (check its permissions)") from None
+            raise DatabaseError(f"database {self.path}: {text}") from None
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """Run the block in one BEGIN IMMEDIATE transaction; roll back on any exception."""
+        with self._errors():
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return  # the common path: one read, no lock
+        if version > SCHEMA_VERSION:
+            raise DatabaseError(
+                f"{self.path} has schema version {version}, newer than this queuectl's {SCHEMA_VERSION}; upgrade queuectl"
+            )
+        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
+        has_tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+        if app_id != APPLICATION_ID and (version != 0 or has_tables):
+            raise InvalidInput(f"{self.path} is not a queuectl database (it is another program's SQLite file)")
+        self.conn.execute("PRAGMA journal_mode = WAL")  # persistent; must run outside a transaction
+        with self._write() as c:
+            version = c.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _statements(MIGRATIONS[step]):
+                    c.execute(statement)
+                c.execute(f"PRAGMA user_version = {step}")
+            c.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+    # -- enqueue --------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], now: float) -> list[str]:
+        """Insert `jobs` in one transaction, all or none; return their ids.
+
+        Raises DuplicateJob naming the first id that exists already or repeats in `jobs`.
+        """
+        rows = [
+            (j.id, j.queue, j.command, j.priority, j.max_retries, j.timeout, j.cwd, j.run_at, now, now)
+            for j in jobs
+        ]
+        try:
+            with self._write() as c:
+                c.executemany(
+                    "INSERT INTO jobs (id, queue, command, state, priority, max_retries, timeout, cwd,"
+                    " run_at, created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+        except sqlite3.IntegrityError:
+            raise DuplicateJob(self._first_duplicate([j.id for j in jobs])) from None
+        return [j.id for j in jobs]
+
+    def _first_duplicate(self, ids: list[str]) -> str:
+        seen: set[str] = set()
+        for job_id in ids:
+            if job_id in seen or self.conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone():
+                return job_id
+            seen.add(job_id)
+        return ids[0]
+
+    # -- worker side ------------------------------------------------------------------------
+
+    def claim(self, worker_id: int, queues: Sequence[str], limit: int, now: float) -> list[Job]:
+        """Atomically move up to `limit` ready jobs to processing for `worker_id`; return them.
+
+        Ready: pending or failed with run_at <= now, in `queues` (empty: every queue).
+        Order: priority (higher first), then run_at, then enqueue order. Each claim counts
+        one attempt. One UPDATE ... RETURNING inside BEGIN IMMEDIATE, so two workers never
+        claim the same job.
+        """
+        if limit <= 0:
+            return []
+        where, params = self._ready_filter(queues, now)
+        with self._write() as c:
+            rows = c.execute(
+                f"UPDATE jobs SET state = 'processing', worker_id = ?, attempts = attempts + 1,"
+                f" started_at = ?, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
+                f" WHERE seq IN (SELECT seq FROM jobs WHERE {where}"
+                f" ORDER BY priority DESC, run_at, seq LIMIT ?) RETURNING {_JOB_COLUMNS}",
+                (worker_id, now, now, *params, limit),
+            ).fetchall()
+        jobs = [Job.from_row(r) for r in rows]
+        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.seq))
+        return jobs
+
+    @staticmethod
+    def _ready_filter(queues: Sequence[str], now: float) -> tuple[str, list]:
+        return _queue_filter(f"{_READY} AND run_at <= ?", [now], queues)
+
+    def has_work(self, queues: Sequence[str], now: float) -> bool:
+        """Return True if a job in `queues` is ready now or is waiting for a retry (state failed)."""
+        where, params = _queue_filter(f"{_READY} AND (run_at <= ? OR state = 'failed')", [now], queues)
+        return self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {where})", params).fetchone()[0] == 1
+
+    def record_processes(self, worker_id: int, started: Iterable[tuple[str, int, int | None]]) -> None:
+        """Record each (job id, pgid, leader start time) of jobs this worker started, in one transaction."""
+        with self._write() as c:
+            c.executemany(
+                "UPDATE jobs SET pgid = ?, pgid_start = ? WHERE id = ? AND worker_id = ? AND state = 'processing'",
+                [(pgid, start, job_id, worker_id) for job_id, pgid, start in started],
+            )
+
+    def finish(self, worker_id: int, outcomes: Sequence[Outcome], now: float) -> list[JobState | None]:
+        """Record how jobs ended, in one transaction; return each job's new state.
+
+        A success completes the job. A failure schedules a retry (state failed, run_at =
+        now + backoff) while attempts <= max_retries, else moves the job to dead (the DLQ).
+        A job this worker no longer owns is left alone and its entry is None.
+        """
+        with self._write() as c:
+            config = self._settings(c)
+            return [self._finish_one(c, worker_id, o, now, config) for o in outcomes]
+
+    def _finish_one(self, c, worker_id, o: Outcome, now, config) -> JobState | None:
+        row = c.execute(
+            "SELECT seq, attempts, max_retries FROM jobs WHERE id = ? AND worker_id = ? AND state = 'processing'",
+            (o.job_id, worker_id),
+        ).fetchone()
+        if row is None:
+            return None
+        if o.ok:
+            state, run_at = JobState.COMPLETED, None
+        else:
+            state, run_at = _after_failure(row["attempts"], row["max_retries"], now, config)
+        c.execute(
+            "UPDATE jobs SET state = ?, run_at = coalesce(?, run_at), updated_at = ?, finished_at = ?,"
+            " exit_code = ?, last_error = ?, worker_id = NULL, pgid = NULL, pgid_start = NULL WHERE seq = ?",
+            (state.value, run_at, now, now, o.exit_code, o.error, row["seq"]),
+        )
+        c.execute(
+            "INSERT OR REPLACE INTO job_output (seq, stdout, stderr) VALUES (?, ?, ?)",
+            (row["seq"], o.stdout, o.stderr),
+        )
+        return state
+
+    def requeue(self, worker_id: int, job_ids: Sequence[str], now: float) -> int:
+        """Put this worker's processing jobs back to pending without using an attempt; return how many."""
+        with self._write() as c:
+            n = 0
+            for job_id in job_ids:
+                n += c.execute(
+                    "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0), worker_id = NULL,"
+                    " pgid = NULL, pgid_start = NULL, started_at = NULL, updated_at = ?"
+                    " WHERE id = ? AND worker_id = ? AND state = 'processing'",
+                    (now, job_id, worker_id),
+                ).rowcount
+            return n
+
+    # -- workers and recovery -----------------------------------------------------------------
+
+    def register_worker(self, info: dict[str, Any], now: float, replace: int | None = None) -> tuple[int, list]:
+        """Register a worker incarnation; return (its id, [(job id, state)] recovered from `replace`).
+
+        `info` has name, host, boot_id, pid, pid_start, slots, queues (list), unit. With
+        `replace`, the dead worker row of that id (same name) is removed first and its
+        processing jobs recovered as failed attempts ("worker lost"). Raises Conflict if a
+        worker of that name is registered and is not the one being replaced.
+        """
+        with self._write() as c:
+            recovered = self._recover(c, replace, now) if replace is not None else []
+            try:
+                cur = c.execute(
+                    "INSERT INTO workers (name, host, boot_id, pid, pid_start, slots, queues, unit,"
+                    " started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (info["name"], info["host"], info["boot_id"], info["pid"], info["pid_start"],
+                     info["slots"], ",".join(info["queues"]), info.get("unit"), now, now),
+                )
+            except sqlite3.IntegrityError:
+                raise Conflict(f"a worker named {info['name']!r} is already registered and alive") from None
+            return cur.lastrowid, recovered
+
+    def heartbeat(self, worker_id: int, now: float) -> bool:
+        """Record that the worker is alive; return False if its registration is gone (declared dead)."""
+        with self._errors():
+            cur = self.conn.execute("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (now, worker_id))
+        return cur.rowcount == 1
+
+    def deregister(self, worker_id: int) -> None:
+        """Remove the worker's registration."""
+        with self._write() as c:
+            c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
+
+    def worker_by_name(self, name: str) -> WorkerInfo | None:
+        """Return the registered worker called `name`, or None."""
+        with self._errors():
+            row = self.conn.execute("SELECT * FROM workers WHERE name = ?", (name,)).fetchone()
+        return WorkerInfo.from_row(row) if row else None
+
+    def workers(self) -> list[WorkerInfo]:
+        """Return every registered worker with the ids of the jobs it is running, by name."""
+        with self._errors():
+            rows = self.conn.execute("SELECT * FROM workers ORDER BY name").fetchall()
+            running: dict[int, list[str]] = {}
+            for r in self.conn.execute(
+                "SELECT worker_id, id FROM jobs WHERE state = 'processing' ORDER BY started_at, seq"
+            ):
+                running.setdefault(r["worker_id"], []).append(r["id"])
+        return [WorkerInfo.from_row(r, running.get(r["id"], ())) for r in rows]
+
+    def stale_jobs(self, now: float, stale_after: float) -> list[JobProcess]:
+        """Return processing jobs whose worker's heartbeat is older than `stale_after` seconds, or is gone."""
+        return self._job_processes("w.id IS NULL OR w.heartbeat_at < ?", (now - stale_after,))
+
+    def worker_jobs(self, worker_id: int) -> list[JobProcess]:
+        """Return the processing jobs of worker `worker_id`."""
+        return self._job_processes("j.worker_id = ?", (worker_id,))
+
+    def _job_processes(self, where: str, params: tuple) -> list[JobProcess]:
+        with self._errors():
+            rows = self.conn.execute(
+                "SELECT j.id, j.worker_id, j.pgid, j.pgid_start, w.host, w.boot_id FROM jobs j"
+                f" LEFT JOIN workers w ON w.id = j.worker_id WHERE j.state = 'processing' AND ({where})",
+                params,
+            ).fetchall()
+        return [JobProcess(r["id"], r["worker_id"], r["pgid"], r["pgid_start"], r["host"], r["boot_id"]) for r in rows]
+
+    def stale_workers(self, now: float, stale_after: float) -> list[WorkerInfo]:
+        """Return workers whose heartbeat is older than `stale_after` seconds."""
+        with self._errors():
+            rows = self.conn.execute(
+                "SELECT * FROM workers WHERE heartbeat_at < ?", (now - stale_after,)
+            ).fetchall()
+        return [WorkerInfo.from_row(r) for r in rows]
+
+    def recover(self, worker_id: int | None, now: float, stale_after: float) -> list[tuple[str, JobState]]:
+        """Recover the processing jobs of a dead worker; return [(job id, new state)].
+
+        `worker_id` None recovers jobs whose worker row is gone. The worker must still be
+        stale inside the transaction (its heartbeat older than `stale_after`), so a worker
+        that came back keeps its jobs. Each job counts a failed attempt, error "worker
+        lost", and follows the retry/DLQ rule. The dead worker's registration is removed.
+        """
+        with self._write() as c:
+            if worker_id is not None:
+                alive = c.execute(
+                    "SELECT 1 FROM workers WHERE id = ? AND heartbeat_at >= ?", (worker_id, now - stale_after)
+                ).fetchone()
+                if alive:
+                    return []
+            return self._recover(c, worker_id, now)
+
+    def _recover(self, c, worker_id: int | None, now: float) -> list[tuple[str, JobState]]:
+        config = self._settings(c)
+        if worker_id is None:
+            rows = c.execute(
+                "SELECT seq, id, attempts, max_retries FROM jobs WHERE state = 'processing'"
+                " AND (worker_id IS NULL OR worker_id NOT IN (SELECT id FROM workers))"
+            ).fetchall()
+        else:
+            rows = c.execute(
+                "SELECT seq, id, attempts, max_retries FROM jobs WHERE state = 'processing' AND worker_id = ?",
+                (worker_id,),
+            ).fetchall()
+            c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
+        recovered = []
+        for r in rows:
+            state, run_at = _after_failure(r["attempts"], r["max_retries"], now, config)
+            c.execute(
+                "UPDATE jobs SET state = ?, run_at = coalesce(?, run_at), updated_at = ?, finished_at = ?,"
+                " exit_code = NULL, last_error = 'worker lost', worker_id = NULL, pgid = NULL, pgid_start = NULL"
+                " WHERE seq = ?",
+                (state.value, run_at, now, now, r["seq"]),
+            )
+            recovered.append((r["id"], state))
+        return recovered
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def get_job(self, job_id: str, output: bool = False) -> Job:
+        """Return the job `job_id` (with its captured output if `output`); raises NotFound."""
+        cols = ", ".join(f"j.{c.strip()}" for c in _JOB_COLUMNS.split(","))
+        sql = f"SELECT {cols}"
+        if output:
+            sql += ", o.stdout, o.stderr FROM jobs j LEFT JOIN job_output o ON o.seq = j.seq"
+        else:
+            sql += " FROM jobs j"
+        with self._errors():
+            row = self.conn.execute(sql + " WHERE j.id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no job with id {job_id!r}")
+        return Job.from_row(row)
+
+    def list_jobs(self, state: JobState | None = None, queue: str | None = None, limit: int = 100) -> list[Job]:
+        """Return up to `limit` jobs, newest first, optionally of one state and/or queue."""
+        where, params = [], []
+        if state is not None:
+            where.append("state = ?")
+            params.append(state.value)
+        if queue is not None:
+            where.append("queue = ?")
+            params.append(queue)
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        with self._errors():
+            rows = self.conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*params, limit)).fetchall()
+        return [Job.from_row(r) for r in rows]
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Return {queue: {state: count}} for every queue that has jobs (zero counts left out)."""
+        with self._errors():
+            rows = self.conn.execute("SELECT queue, state, n FROM job_counts WHERE n > 0 ORDER BY queue").fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for r in rows:
+            out.setdefault(r["queue"], {})[r["state"]] = r["n"]
+        return out
+
+    # -- dead letter queue -----------------------------------------------------------------------
+
+    def dlq_retry(self, job_ids: Sequence[str], now: float) -> None:
+        """Move dead jobs back to pending with attempts reset to 0, all or none.
+
+        Raises NotFound for an unknown id, Conflict for a job that is not dead; then
+        nothing changes.
+        """
+        with self._write() as c:
+            for job_id in job_ids:
+                n = c.execute(
+                    "UPDATE jobs SET state = 'pending', attempts = 0, run_at = ?, updated_at = ?"
+                    " WHERE id = ? AND state = 'dead'",
+                    (now, now, job_id),
+                ).rowcount
+                if n == 0:
+                    row = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                    if row is None:
+                        raise NotFound(f"no job with id {job_id!r}")
+                    raise Conflict(f"job {job_id!r} is {row['state']}, not dead; only dead jobs can be retried")
+
+    # -- settings ---------------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        """Return every setting's value in force (stored or default), by canonical key.
+
+        Raises InvalidConfig if a stored value is not valid (for example edited by hand).
+        """
+        with self._errors():
+            return self._settings(self.conn)
+
+    def _settings(self, c) -> dict[str, Any]:
+        values = settings_mod.defaults()
+        for r in c.execute("SELECT key, value FROM config"):
+            try:
+                values[r["key"]] = settings_mod.parse_value(r["key"], json.loads(r["value"]))
+            except (settings_mod.InvalidInput, ValueError) as e:
+                raise InvalidConfig(f"stored config {r['key']} is invalid: {e}") from None
+        return values
+
+    def set_setting(self, key: str, raw: Any) -> Any:
+        """Validate and store one setting; return its typed value.
+
+        Raises InvalidInput for an unknown key, a bad value, or one that breaks the rule
+        stale-after > 2 x heartbeat-interval.
+        """
+        name = settings_mod.canonical_key(key)
+        value = settings_mod.parse_value(name, raw)
+        with self._write() as c:
+            merged = {**self._settings(c), name: value}
+            settings_mod.check_consistent(merged)
+            c.execute(
+                "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (name, json.dumps(value)),
+            )
+        return value
+
+
+def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str, list]:
+    if queues:
+        where += f" AND queue IN ({', '.join('?' * len(queues))})"
+        params = [*params, *queues]
+    return where, params
+
+
+def _after_failure(attempts: int, max_retries: int | None, now: float, config: dict) -> tuple[JobState, float | None]:
+    """Return (state, run_at) after a failed attempt: a retry with backoff, or dead."""
+    limit = config["max-retries"] if max_retries is None else max_retries
+    if attempts > limit:
+        return JobState.DEAD, None
+    return JobState.FAILED, now + backoff_delay(attempts, config["backoff-base"], config["backoff-max"])
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (triggers hold inner semicolons)."""
+    out, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    return [s for s in out if s]
+
+
+def _check_path(path: str) -> None:
+    """Raise InvalidInput unless `path` can hold a database this user can write."""
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        raise InvalidInput(f"database directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise InvalidInput(f"database path {path} is a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InvalidInput(f"cannot write to database directory {directory} (permission denied)")
+    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+        raise InvalidInput(f"cannot read and write database {path} (permission denied)")
+
+
+def default_db_path() -> str:
+    """Return $XDG_DATA_HOME/queuectl/queuectl.db (XDG_DATA_HOME defaults to ~/.local/share)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "queuectl", "queuectl.db")
+
+
+__all__ = ["SqliteStore", "Outcome", "JobProcess", "DuplicateJob", "default_db_path", "READY_STATES"]

@@ -1,0 +1,261 @@
+"""The worker: claim jobs, run them in up to N slots, heartbeat, recover dead workers' jobs, drain on stop.
+
+One thread does everything; it sleeps in the runner's select() until a job ends, output
+arrives, a signal wakes it, or a timer (heartbeat, poll) is due. The worker knows no
+SQL: every state change goes through the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from queuectl import procs
+from queuectl import settings as settings_mod
+from queuectl.errors import Conflict, InvalidConfig, InvalidInput, QueuectlError
+from queuectl.models import one_line
+from queuectl.runner import Runner, job_environment
+from queuectl.signals import drain, on_stop
+from queuectl.store import Outcome, SqliteStore
+
+log = logging.getLogger("queuectl.worker")
+
+_NAME = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
+
+EXIT_OK = 0
+EXIT_LOST = 1  # another worker declared this one dead and took its jobs
+EXIT_CONFIG = 78
+
+
+def default_name() -> str:
+    """Return a worker name unique on this host: HOSTNAME-PID."""
+    return f"{procs.hostname()}-{os.getpid()}"
+
+
+def check_name(name: str) -> str:
+    """Return `name` if it is a valid worker name; raises InvalidInput."""
+    if not _NAME.fullmatch(name):
+        raise InvalidInput("worker name must be 1-64 characters of letters, digits and ._:@-")
+    return name
+
+
+@dataclass
+class Stats:
+    """What this worker incarnation has done."""
+
+    done: int = 0
+    failed: int = 0
+    recovered: int = 0
+
+
+@dataclass
+class Worker:
+    """A worker process bound to one store.
+
+    `slots` is how many jobs run at once; `queues` limits claiming (empty: every queue);
+    `burst` exits once no job is ready, waiting for a retry, or running here. `clock` gives
+    Unix seconds (for the database), `monotonic` seconds for timers; both injectable.
+    """
+
+    store: SqliteStore
+    name: str
+    slots: int = 1
+    queues: Sequence[str] = ()
+    burst: bool = False
+    unit: str | None = None
+    clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    worker_id: int | None = None
+    stats: Stats = field(default_factory=Stats)
+    stop_requests: int = 0
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
+        if self.slots < 1:
+            raise InvalidInput("a worker needs at least 1 slot")
+        self.config = self._load_settings()
+        self.runner = Runner(self.config["output-limit"], clock=self.monotonic)
+        self._forced: set[str] = set()  # jobs stopped by a second signal: requeued, not failed
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Register, work until stopped (or, with burst, until idle), deregister; return an exit code."""
+        with on_stop(self.request_stop) as wake:
+            self.runner.add_wake_fd(wake.fileno())
+            self.register()
+            code = None
+            try:
+                code = self._loop(wake)
+            finally:
+                # Deregister only after a clean stop: a worker declared dead has no row left, and
+                # one that crashed leaves its row for recovery to find.
+                if code == EXIT_OK:
+                    self.store.deregister(self.worker_id)
+                self.runner.close()
+        return code
+
+    def request_stop(self, signum: int) -> None:
+        """Record a stop request (a signal handler: no I/O here). The second one forces the stop."""
+        self.stop_requests += 1
+
+    def register(self) -> None:
+        """Register this incarnation; recover at once the jobs a dead predecessor of the same name left.
+
+        Raises Conflict if a live worker already has this name.
+        """
+        now = self.clock()
+        replace = None
+        previous = self.store.worker_by_name(self.name)
+        if previous is not None:
+            alive = procs.owner_alive(previous.host, previous.boot_id, previous.pid, previous.pid_start)
+            if alive is None:  # another host: only its heartbeat can tell
+                alive = now - previous.heartbeat_at < self.config["stale-after"]
+            if alive:
+                raise Conflict(f"a worker named {self.name!r} is already running (pid {previous.pid} on {previous.host})")
+            self._kill_local(self.store.worker_jobs(previous.id))
+            replace = previous.id
+        info = {
+            "name": self.name, "host": procs.hostname(), "boot_id": procs.boot_id(), "pid": os.getpid(),
+            "pid_start": procs.process_start_time(os.getpid()), "slots": self.slots,
+            "queues": list(self.queues), "unit": self.unit,
+        }
+        self.worker_id, recovered = self.store.register_worker(info, now, replace=replace)
+        self._report_recovered(recovered, "its previous incarnation")
+        log.info("worker %s started: %d slot(s), queues %s", self.name, self.slots,
+                 ",".join(self.queues) or "(all)")
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def _loop(self, wake) -> int:
+        next_beat = self.monotonic()
+        while True:
+            if self.stop_requests >= 2 and self.runner.running and not self._forced:
+                log.warning("second stop request: terminating %d running job(s) and requeueing them",
+                            len(self.runner.running))
+                self._forced.update(self.runner.running)
+                self.runner.stop_all(signal.SIGTERM)
+            now = self.monotonic()
+            if now >= next_beat:
+                if not self.store.heartbeat(self.worker_id, self.clock()):
+                    log.error("worker %s was declared dead by another worker and its jobs were recovered; exiting",
+                              self.name)
+                    self.runner.stop_all(signal.SIGKILL)
+                    return EXIT_LOST
+                self._reload_settings()
+                self.recover_stale()
+                next_beat = now + self.config["heartbeat-interval"]
+            stopping = self.stop_requests > 0
+            claimed = 0 if stopping else self._claim_and_start()
+            if not self.runner.running and not claimed:
+                if stopping:
+                    log.info("worker %s stopped: %d done, %d failed", self.name, self.stats.done, self.stats.failed)
+                    return EXIT_OK
+                if self.burst and not self.store.has_work(self.queues, self.clock()):
+                    log.info("worker %s: no more work (burst): %d done, %d failed",
+                             self.name, self.stats.done, self.stats.failed)
+                    return EXIT_OK
+            wait = max(0.0, next_beat - self.monotonic())
+            if not stopping and len(self.runner.running) < self.slots:
+                wait = min(wait, self.config["poll-interval"])
+            finished, woken = self.runner.wait(wait)
+            if woken:
+                drain(wake)
+            if finished:
+                self._record(finished)
+
+    def _claim_and_start(self) -> int:
+        free = self.slots - len(self.runner.running)
+        if free <= 0:
+            return 0
+        jobs = self.store.claim(self.worker_id, self.queues, free, self.clock())
+        started = []
+        for job in jobs:
+            timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
+            env = job_environment({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(job.attempts),
+                                   "QUEUECTL_QUEUE": job.queue})
+            proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
+            if proc is not None:
+                started.append((job.id, proc.pgid, proc.pgid_start))
+            log.info("job %s started (attempt %d): %s", job.id, job.attempts, one_line(job.command, 80))
+        if started:
+            self.store.record_processes(self.worker_id, started)
+        return len(jobs)
+
+    def _record(self, finished) -> None:
+        now = self.clock()
+        forced = [key for key, _ in finished if key in self._forced]
+        if forced:
+            self.store.requeue(self.worker_id, forced, now)
+            for key in forced:
+                self._forced.discard(key)
+                log.warning("job %s stopped and put back to pending", key)
+        outcomes = [
+            Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr)
+            for key, r in finished if key not in forced
+        ]
+        if not outcomes:
+            return
+        states = self.store.finish(self.worker_id, outcomes, now)
+        for outcome, state in zip(outcomes, states):
+            if state is None:
+                log.warning("job %s was taken from this worker (recovered elsewhere); its result is dropped",
+                            outcome.job_id)
+            elif outcome.ok:
+                self.stats.done += 1
+                log.info("job %s completed", outcome.job_id)
+            else:
+                self.stats.failed += 1
+                log.warning("job %s failed (%s): now %s", outcome.job_id, outcome.error, state.value)
+
+    # -- recovery ----------------------------------------------------------------------------------
+
+    def recover_stale(self) -> None:
+        """Recover the jobs of workers whose heartbeat is older than stale-after.
+
+        A job still running on this host is killed first (its group, if it is still the
+        recorded one), so two copies of a job never run at once.
+        """
+        now, stale_after = self.clock(), self.config["stale-after"]
+        stale = self.store.stale_jobs(now, stale_after)
+        self._kill_local(stale)
+        worker_ids = {j.worker_id for j in stale if j.host is not None}
+        worker_ids |= {w.id for w in self.store.stale_workers(now, stale_after)}
+        worker_ids.discard(self.worker_id)
+        for wid in sorted(worker_ids):
+            self._report_recovered(self.store.recover(wid, now, stale_after), f"dead worker #{wid}")
+        if any(j.host is None for j in stale):
+            self._report_recovered(self.store.recover(None, now, stale_after), "no registered worker")
+
+    @staticmethod
+    def _kill_local(jobs) -> None:
+        for j in jobs:
+            if j.pgid and j.host is not None and procs.is_local(j.host, j.boot_id):
+                if procs.kill_group(j.pgid, j.pgid_start):
+                    log.warning("killed the leftover process group %d of job %s", j.pgid, j.job_id)
+
+    def _report_recovered(self, recovered, whose: str) -> None:
+        for job_id, state in recovered:
+            self.stats.recovered += 1
+            log.warning("recovered job %s from %s (worker lost): now %s", job_id, whose, state.value)
+
+    # -- settings ----------------------------------------------------------------------------------
+
+    def _load_settings(self) -> dict:
+        config = self.store.settings()
+        try:
+            settings_mod.check_consistent(config)
+        except InvalidInput as e:
+            raise InvalidConfig(str(e)) from None
+        return config
+
+    def _reload_settings(self) -> None:
+        try:
+            self.config = self._load_settings()
+        except QueuectlError as e:
+            log.error("keeping the previous settings: %s", e)
