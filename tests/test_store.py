@@ -1,0 +1,348 @@
+"""The store against real SQLite files: states, claiming, ownership, recovery, settings, schema."""
+
+import sqlite3
+import threading
+
+import pytest
+
+from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
+from queuectl.jobspec import parse_job
+from queuectl.models import JobState
+from queuectl.schema import APPLICATION_ID, SCHEMA_VERSION
+from queuectl.store import DuplicateJob, Outcome, SqliteStore
+
+NOW = 1_000_000.0
+
+
+def add(store, now=NOW, **fields):
+    fields.setdefault("command", "true")
+    import json
+    job = parse_job(json.dumps(fields), now)
+    store.enqueue([job], now)
+    return job.id
+
+
+def register(store, name="w1", now=NOW, **kw):
+    info = {"name": name, "host": "testhost", "boot_id": "b", "pid": 1, "pid_start": 1, "slots": 1,
+            "queues": [], "unit": None, **kw}
+    return store.register_worker(info, now)[0]
+
+
+def ok(job_id):
+    return Outcome(job_id, True, 0, None, b"out", b"err")
+
+
+def bad(job_id, code=1):
+    return Outcome(job_id, False, code, f"exit code {code}", b"", b"boom")
+
+
+def test_new_database_is_versioned_wal_and_marked(db):
+    SqliteStore(db).close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_enqueue_commits_with_synchronous_full_and_workers_with_normal(db):
+    assert SqliteStore(db).conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+    assert SqliteStore(db, durable=False).conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+
+
+def test_enqueued_job_is_visible_from_a_new_connection(store, db):
+    add(store, id="a", command="echo 1", queue="q", priority=5, max_retries=2, timeout=3, cwd="/")
+    job = SqliteStore(db).get_job("a")
+    assert (job.state, job.queue, job.priority, job.max_retries, job.timeout, job.cwd, job.attempts) == (
+        JobState.PENDING, "q", 5, 2, 3.0, "/", 0)
+
+
+def test_duplicate_in_a_batch_inserts_nothing(store):
+    add(store, id="old")
+    jobs = [parse_job('{"id":"n1","command":"x"}', NOW), parse_job('{"id":"old","command":"x"}', NOW)]
+    with pytest.raises(DuplicateJob) as e:
+        store.enqueue(jobs, NOW)
+    assert e.value.job_id == "old"
+    with pytest.raises(NotFound):
+        store.get_job("n1")
+    twice = [parse_job('{"id":"t","command":"x"}', NOW), parse_job('{"id":"t","command":"y"}', NOW)]
+    with pytest.raises(DuplicateJob, match="'t'"):
+        store.enqueue(twice, NOW)
+    assert store.counts() == {"default": {"pending": 1}}
+
+
+def test_claim_order_priority_then_run_at_then_enqueue_order(store):
+    add(store, id="low", priority=-1)
+    add(store, id="first")
+    add(store, id="second")
+    add(store, id="high", priority=10)
+    add(store, id="earlier", run_at="1970-01-12T13:45:00Z")  # 999900 s: before NOW
+    add(store, id="future", delay=60)
+    w = register(store)
+    claimed = store.claim(w, [], 10, NOW)
+    assert [j.id for j in claimed] == ["high", "earlier", "first", "second", "low"]
+    assert all(j.state == JobState.PROCESSING and j.attempts == 1 and j.worker_id == w for j in claimed)
+    assert store.claim(w, [], 10, NOW + 61)[0].id == "future"
+
+
+def test_claim_respects_limit_and_queues(store):
+    for i in range(3):
+        add(store, id=f"a{i}", queue="a")
+    add(store, id="b0", queue="b")
+    w = register(store)
+    assert [j.id for j in store.claim(w, ["b"], 5, NOW)] == ["b0"]
+    assert [j.id for j in store.claim(w, ["a", "c"], 2, NOW)] == ["a0", "a1"]
+    assert store.claim(w, [], 0, NOW) == []
+
+
+def test_claim_and_has_work_read_the_ready_index_in_order(store):
+    statements: list[str] = []
+    store.conn.set_trace_callback(statements.append)  # SQL with its parameters filled in
+    w = register(store)
+    store.claim(w, ["a"], 1, NOW)
+    store.has_work([], NOW)
+    store.conn.set_trace_callback(None)
+    checked = [sql for sql in statements if "jobs_ready" in sql]
+    assert len(checked) == 2
+    for sql in checked:
+        plan = " | ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + sql))
+        assert "USING INDEX jobs_ready" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_two_connections_never_claim_the_same_job(db):
+    s = SqliteStore(db)
+    s.enqueue([parse_job(f'{{"id":"j{i}","command":"x"}}', NOW) for i in range(400)], NOW)
+    results: dict[int, list[str]] = {}
+
+    def drain(n):
+        store = SqliteStore(db, durable=False)
+        wid = register(store, name=f"w{n}")
+        got = results.setdefault(n, [])
+        while batch := store.claim(wid, [], 3, NOW):
+            got += [j.id for j in batch]
+
+    threads = [threading.Thread(target=drain, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    everything = results[0] + results[1]
+    assert sorted(everything) == sorted(f"j{i}" for i in range(400))
+    assert len(set(everything)) == 400
+    assert results[0] and results[1]
+
+
+def test_success_completes_and_stores_output(store):
+    add(store, id="a")
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    assert store.finish(w, [ok("a")], NOW + 1) == [JobState.COMPLETED]
+    job = store.get_job("a", output=True)
+    assert (job.state, job.exit_code, job.stdout, job.stderr, job.finished_at) == (
+        JobState.COMPLETED, 0, b"out", b"err", NOW + 1)
+    assert job.worker_id is None
+
+
+def test_failure_retries_with_backoff_then_dies(store):
+    add(store, id="a", max_retries=2)
+    w = register(store)
+    now = NOW
+    for attempt, state, delay in [(1, JobState.FAILED, 2), (2, JobState.FAILED, 4), (3, JobState.DEAD, None)]:
+        [job] = store.claim(w, [], 1, now)
+        assert job.attempts == attempt
+        assert store.finish(w, [bad("a", 7)], now) == [state]
+        job = store.get_job("a")
+        assert job.last_error == "exit code 7" and job.exit_code == 7
+        if delay:
+            assert job.run_at == now + delay
+            assert store.claim(w, [], 1, now + delay - 0.01) == []  # not before its backoff
+            now += delay
+    assert store.claim(w, [], 1, now + 10_000) == []
+
+
+def test_max_retries_unset_follows_the_setting_at_failure_time(store):
+    add(store, id="a")
+    store.set_setting("max-retries", "0")
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    assert store.finish(w, [bad("a")], NOW) == [JobState.DEAD]
+
+
+def test_backoff_settings_apply(store):
+    store.set_setting("backoff_base", "3")
+    store.set_setting("backoff-max", "5")
+    add(store, id="a", max_retries=5)
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    store.finish(w, [bad("a")], NOW)
+    assert store.get_job("a").run_at == NOW + 3
+    store.claim(w, [], 1, NOW + 3)
+    store.finish(w, [bad("a")], NOW + 3)
+    assert store.get_job("a").run_at == NOW + 3 + 5  # 9 capped at 5
+
+
+def test_finish_by_a_worker_that_lost_the_job_changes_nothing(store):
+    add(store, id="a")
+    w1 = register(store, "w1")
+    w2 = register(store, "w2")
+    store.claim(w1, [], 1, NOW)
+    assert store.finish(w2, [ok("a")], NOW) == [None]
+    assert store.get_job("a").state == JobState.PROCESSING
+    assert store.requeue(w2, ["a"], NOW) == 0
+
+
+def test_requeue_gives_the_attempt_back(store):
+    add(store, id="a")
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    assert store.requeue(w, ["a"], NOW) == 1
+    job = store.get_job("a")
+    assert (job.state, job.attempts, job.worker_id) == (JobState.PENDING, 0, None)
+
+
+def test_recovery_of_a_stale_worker_counts_a_failed_attempt(store):
+    add(store, id="a", max_retries=1)
+    add(store, id="b", max_retries=0)
+    dead = register(store, "dead", now=NOW)
+    store.claim(dead, [], 2, NOW)
+    live = register(store, "live", now=NOW)
+    store.heartbeat(live, NOW + 10)
+    stale = store.stale_jobs(NOW + 10, stale_after=5)
+    assert {j.job_id for j in stale} == {"a", "b"} and {j.host for j in stale} == {"testhost"}
+    assert [w.name for w in store.stale_workers(NOW + 10, 5)] == ["dead"]
+    recovered = dict(store.recover(dead, NOW + 10, stale_after=5))
+    assert recovered == {"a": JobState.FAILED, "b": JobState.DEAD}
+    assert store.get_job("a").last_error == "worker lost"
+    assert store.worker_by_name("dead") is None
+    assert store.stale_jobs(NOW + 10, 5) == []
+
+
+def test_a_worker_with_a_fresh_heartbeat_is_never_recovered(store):
+    add(store, id="a")
+    w = register(store, now=NOW)
+    store.claim(w, [], 1, NOW)
+    store.heartbeat(w, NOW + 100)
+    assert store.stale_jobs(NOW + 101, stale_after=5) == []
+    assert store.recover(w, NOW + 101, stale_after=5) == []  # re-checked inside the transaction
+    assert store.get_job("a").state == JobState.PROCESSING
+
+
+def test_heartbeat_reports_a_lost_registration(store):
+    w = register(store)
+    assert store.heartbeat(w, NOW)
+    store.recover(w, NOW + 100, stale_after=1)
+    assert not store.heartbeat(w, NOW + 100)
+
+
+def test_register_same_name_conflicts_unless_replacing(store):
+    w1 = register(store, "same")
+    with pytest.raises(Conflict):
+        register(store, "same")
+    add(store, id="a")
+    store.claim(w1, [], 1, NOW)
+    info = {"name": "same", "host": "h", "boot_id": "b", "pid": 2, "pid_start": 2, "slots": 1, "queues": []}
+    w2, recovered = store.register_worker(info, NOW + 1, replace=w1)
+    assert w2 != w1 and recovered == [("a", JobState.FAILED)]
+    assert store.worker_by_name("same").pid == 2
+
+
+def test_workers_list_their_running_jobs(store):
+    add(store, id="a")
+    add(store, id="b")
+    w = register(store, slots=2, queues=["x", "y"])
+    store.claim(w, [], 2, NOW)
+    [info] = store.workers()
+    assert info.job_ids == ("a", "b") and info.queues == "x,y"
+    assert info.to_dict(NOW + 2)["busy"] == 2
+
+
+def test_has_work_counts_ready_jobs_and_retries_not_future_jobs(store):
+    w = register(store)
+    add(store, id="later", delay=3600)
+    assert not store.has_work([], NOW)
+    add(store, id="a", max_retries=1)
+    assert store.has_work([], NOW) and not store.has_work(["other"], NOW)
+    store.claim(w, [], 1, NOW)
+    store.finish(w, [bad("a")], NOW)
+    assert store.has_work([], NOW)  # waiting for its retry
+
+
+def test_dlq_retry_is_all_or_nothing(store):
+    add(store, id="d", max_retries=0)
+    add(store, id="p")
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    store.finish(w, [bad("d")], NOW)
+    with pytest.raises(Conflict, match="pending, not dead"):
+        store.dlq_retry(["d", "p"], NOW)
+    with pytest.raises(NotFound):
+        store.dlq_retry(["d", "nope"], NOW)
+    assert store.get_job("d").state == JobState.DEAD
+    store.dlq_retry(["d"], NOW + 5)
+    job = store.get_job("d")
+    assert (job.state, job.attempts, job.run_at) == (JobState.PENDING, 0, NOW + 5)
+
+
+def test_counts_kept_by_triggers_match_the_rows(store):
+    for i in range(20):
+        add(store, id=f"j{i}", queue="q" if i % 2 else "r", max_retries=i % 3)
+    w = register(store, slots=20)
+    jobs = store.claim(w, [], 20, NOW)
+    store.finish(w, [ok(j.id) if i % 3 else bad(j.id) for i, j in enumerate(jobs[:15])], NOW)
+    store.requeue(w, [jobs[15].id], NOW)
+    actual: dict = {}
+    for queue, state, n in store.conn.execute("SELECT queue, state, count(*) FROM jobs GROUP BY 1, 2"):
+        actual.setdefault(queue, {})[state] = n
+    assert store.counts() == actual
+
+
+def test_list_jobs_filters_newest_first(store):
+    for i in range(5):
+        add(store, id=f"j{i}", queue="a" if i < 3 else "b")
+    assert [j.id for j in store.list_jobs(limit=2)] == ["j4", "j3"]
+    assert [j.id for j in store.list_jobs(queue="a")] == ["j2", "j1", "j0"]
+    assert store.list_jobs(state=JobState.DEAD) == []
+
+
+def test_settings_defaults_set_and_consistency(store):
+    s = store.settings()
+    assert (s["max-retries"], s["backoff-base"], s["backoff-max"], s["job-timeout"]) == (3, 2.0, 3600.0, None)
+    assert store.set_setting("job_timeout", "2.5") == 2.5
+    assert store.set_setting("job-timeout", "none") is None
+    with pytest.raises(InvalidInput, match="must exceed 2 x heartbeat-interval"):
+        store.set_setting("heartbeat-interval", "20")
+    with pytest.raises(InvalidInput, match="unknown config key"):
+        store.set_setting("colour", "1")
+    with pytest.raises(InvalidInput, match="whole number"):
+        store.set_setting("max-retries", "1.5")
+    assert store.settings()["heartbeat-interval"] == 5.0
+
+
+def test_a_stored_setting_broken_by_hand_is_invalid_config(store, db):
+    sqlite3.connect(db, isolation_level=None).execute("INSERT INTO config VALUES ('max-retries', '\"lots\"')")
+    with pytest.raises(InvalidConfig, match="max-retries"):
+        store.settings()
+
+
+def test_not_a_database_and_other_programs_databases_are_refused(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"\x00garbage" * 200)
+    with pytest.raises(InvalidInput, match="not a queuectl database"):
+        SqliteStore(str(junk))
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)")
+    before = other.read_bytes()
+    with pytest.raises(InvalidInput, match="another program"):
+        SqliteStore(str(other))
+    assert other.read_bytes() == before
+
+
+def test_a_newer_schema_is_refused(db):
+    SqliteStore(db).close()
+    sqlite3.connect(db, isolation_level=None).execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(DatabaseError, match="newer"):
+        SqliteStore(db)
+
+
+def test_missing_directory_is_refused(tmp_path):
+    with pytest.raises(InvalidInput, match="does not exist"):
+        SqliteStore(str(tmp_path / "nope" / "q.db"))
