@@ -61,22 +61,30 @@ def process_alive(pid: int, start_time: int | None) -> bool:
 
 
 def group_alive(pgid: int, leader_start: int | None) -> bool:
-    """Return True if the process group `pgid` that began with a leader started at `leader_start` lives.
+    """Return True if the process group `pgid`, begun by a leader started at `leader_start`, has a live member.
 
-    If the leader still exists its start time must match. If it has exited but the group
-    has members, the group is still the original one: Linux does not hand out a pid
-    while it is in use as a process group id (credentials(7)).
+    If the leader still exists its start time must match. If it has exited but members
+    remain, the group is still the original one: Linux does not hand out a pid while it
+    is in use as a process group id (credentials(7)). Zombies do not count as members.
     """
     leader = process_start_time(pgid)
     if leader is not None and leader_start is not None and leader != leader_start:
         return False  # the pid was handed out again, so the recorded group is gone
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return any(state != b"Z" for state in _group_member_states(pgid))
+
+
+def _group_member_states(pgid: int):
+    """Yield the state letter of every process in group `pgid` (proc(5): stat fields 3 and 5)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            yield fields[0]
 
 
 def signal_group(pgid: int, sig: int) -> bool:

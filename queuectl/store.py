@@ -36,9 +36,10 @@ _READY = "state IN ('pending', 'failed')"
 class DuplicateJob(Conflict):
     """A job id is already in the queue (or twice in one batch). `job_id` names it."""
 
-    def __init__(self, job_id: str):
+    def __init__(self, job_id: str, index: int = 0):
         super().__init__(f"a job with id {job_id!r} already exists")
         self.job_id = job_id
+        self.index = index  # position in the batch of the first job that clashes
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class SqliteStore:
             yield
         except sqlite3.IntegrityError:
             raise  # callers turn constraint failures into domain errors
+        except UnicodeEncodeError as e:  # a parameter with lone surrogates (e.g. non-UTF-8 argv bytes)
+            raise InvalidInput(f"not valid UTF-8 text: {e.object!r}") from None
         except sqlite3.DatabaseError as e:
             text = str(e)
             if "file is not a database" in text:
@@ -135,16 +138,16 @@ class SqliteStore:
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == SCHEMA_VERSION:
-            return  # the common path: one read, no lock
+        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
+        if version == SCHEMA_VERSION and app_id == APPLICATION_ID:
+            return  # the common path: two reads, no lock
+        has_tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+        if app_id != APPLICATION_ID and (version != 0 or has_tables):
+            raise InvalidInput(f"{self.path} is not a queuectl database (it is another program's SQLite file)")
         if version > SCHEMA_VERSION:
             raise DatabaseError(
                 f"{self.path} has schema version {version}, newer than this queuectl's {SCHEMA_VERSION}; upgrade queuectl"
             )
-        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
-        has_tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
-        if app_id != APPLICATION_ID and (version != 0 or has_tables):
-            raise InvalidInput(f"{self.path} is not a queuectl database (it is another program's SQLite file)")
         self.conn.execute("PRAGMA journal_mode = WAL")  # persistent; must run outside a transaction
         with self._write() as c:
             version = c.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
@@ -173,16 +176,18 @@ class SqliteStore:
                     rows,
                 )
         except sqlite3.IntegrityError:
-            raise DuplicateJob(self._first_duplicate([j.id for j in jobs])) from None
+            index = self._first_duplicate([j.id for j in jobs])
+            raise DuplicateJob(jobs[index].id, index) from None
         return [j.id for j in jobs]
 
-    def _first_duplicate(self, ids: list[str]) -> str:
+    def _first_duplicate(self, ids: list[str]) -> int:
+        """Return the index of the first id that exists already or repeats an earlier one."""
         seen: set[str] = set()
-        for job_id in ids:
+        for index, job_id in enumerate(ids):
             if job_id in seen or self.conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone():
-                return job_id
+                return index
             seen.add(job_id)
-        return ids[0]
+        return 0
 
     # -- worker side ------------------------------------------------------------------------
 
@@ -462,9 +467,9 @@ class SqliteStore:
         with self._errors():
             return self._settings(self.conn)
 
-    def _settings(self, c) -> dict[str, Any]:
+    def _settings(self, c, skip: str | None = None) -> dict[str, Any]:
         values = settings_mod.defaults()
-        for r in c.execute("SELECT key, value FROM config"):
+        for r in c.execute("SELECT key, value FROM config WHERE key IS NOT ?", (skip,)):
             try:
                 values[r["key"]] = settings_mod.parse_value(r["key"], json.loads(r["value"]))
             except (settings_mod.InvalidInput, ValueError) as e:
@@ -480,7 +485,7 @@ class SqliteStore:
         name = settings_mod.canonical_key(key)
         value = settings_mod.parse_value(name, raw)
         with self._write() as c:
-            merged = {**self._settings(c), name: value}
+            merged = {**self._settings(c, skip=name), name: value}  # a bad stored value of `name` can be fixed
             settings_mod.check_consistent(merged)
             c.execute(
                 "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -46,7 +46,7 @@ def enqueue(app, job, file):
     except DuplicateJob as e:
         if lines is None:
             raise
-        line = _duplicate_line(jobs, lines, e.job_id)
+        line = lines[e.index]
         raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
     click.echo("\n".join(ids))
 
@@ -68,13 +68,6 @@ def _read_jobs(file, now):
     if not jobs:
         raise InvalidInput("no jobs in the file")
     return jobs, lines
-
-
-def _duplicate_line(jobs, lines, job_id) -> int:
-    """Return the line of the first job whose id exists already or repeats an earlier line."""
-    first = next(n for j, n in zip(jobs, lines) if j.id == job_id)
-    repeats = [n for j, n in zip(jobs, lines) if j.id == job_id]
-    return repeats[1] if len(repeats) > 1 else first
 
 
 @click.command(name="list")
