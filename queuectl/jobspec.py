@@ -7,7 +7,7 @@ import math
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 from queuectl.errors import InvalidInput
 
@@ -38,6 +38,15 @@ def new_job_id() -> str:
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_unicode(text: str) -> bool:
+    """Return False if `text` holds lone surrogates, which cannot be stored as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_number(v) -> bool:
@@ -74,7 +83,9 @@ def validate_job(obj, now: float) -> NewJob:
         raise InvalidInput("command must not be empty")
     if "\0" in command:
         raise InvalidInput("command must not contain a NUL character")
-    if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
+    if not _is_unicode(command):
+        raise InvalidInput("command must be valid Unicode text (it has a lone surrogate such as \\ud800)")
+    if len(command.encode("utf-8")) > MAX_COMMAND_BYTES:
         raise InvalidInput(f"command is longer than {MAX_COMMAND_BYTES} bytes")
 
     job_id = obj.get("id")
@@ -105,13 +116,18 @@ def validate_job(obj, now: float) -> NewJob:
         if not _is_number(delay) or delay < 0:
             raise InvalidInput("delay must be a number of seconds >= 0")
         run_at = now + delay
+    try:  # every reader prints run_at as a date: refuse one that has none (year outside 1-9999)
+        datetime.fromtimestamp(run_at, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise InvalidInput("run_at or delay is out of range (the time must fall in years 1-9999)") from None
 
     timeout = obj.get("timeout")
     if timeout is not None and (not _is_number(timeout) or timeout <= 0):
         raise InvalidInput("timeout must be a number of seconds > 0")
 
     cwd = obj.get("cwd")
-    if cwd is not None and (not isinstance(cwd, str) or not cwd.startswith("/") or "\0" in cwd):
+    if cwd is not None and (not isinstance(cwd, str) or not cwd.startswith("/") or "\0" in cwd
+                            or not _is_unicode(cwd)):
         raise InvalidInput("cwd must be an absolute path")
 
     return NewJob(

@@ -12,9 +12,15 @@ def _show(value) -> str:
     return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
-@click.group()
+@click.group(no_args_is_help=False)
 def config():
-    """Read and change settings (stored in the database, shared by every worker)."""
+    """Read and change settings (stored in the database, shared by every worker).
+
+    \b
+    Examples:
+      queuectl config list
+      queuectl config set max-retries 5
+    """
 
 
 @config.command(name="set")

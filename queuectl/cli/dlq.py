@@ -10,9 +10,15 @@ from queuectl.cli.common import json_option, pass_app, print_json, print_table
 from queuectl.models import JobState, iso, one_line
 
 
-@click.group()
+@click.group(no_args_is_help=False)
 def dlq():
-    """Inspect and retry dead jobs (the dead letter queue)."""
+    """Inspect and retry dead jobs (the dead letter queue).
+
+    \b
+    Examples:
+      queuectl dlq list
+      queuectl dlq retry job1
+    """
 
 
 @dlq.command(name="list")

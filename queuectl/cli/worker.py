@@ -11,9 +11,15 @@ from queuectl.cli.common import pass_app
 from queuectl.errors import QueuectlError
 
 
-@click.group()
+@click.group(no_args_is_help=False)
 def worker():
-    """Run and stop workers."""
+    """Run and stop workers.
+
+    \b
+    Examples:
+      queuectl worker start --count 2
+      queuectl worker stop
+    """
 
 
 @worker.command()
