@@ -9,7 +9,12 @@ from queuectl.settings import SETTINGS, canonical_key
 
 
 def _show(value) -> str:
-    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+    """Return a setting's value as text that `config set` reads back to the same value (no rounding)."""
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return str(value)
 
 
 @click.group(no_args_is_help=False)
@@ -23,7 +28,7 @@ def config():
     """
 
 
-@config.command(name="set")
+@config.command(name="set", context_settings={"ignore_unknown_options": True})  # VALUE may be "-1"
 @click.argument("key")
 @click.argument("value")
 @pass_app

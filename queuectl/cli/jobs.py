@@ -61,7 +61,7 @@ def _read_jobs(file, now):
         if not text.strip():
             continue
         try:
-            jobs.append(parse_job(text, now))
+            jobs.append(parse_job(text.rstrip("\r\n"), now))  # its position is then within this line
         except InvalidInput as e:
             raise InvalidInput(f"line {number}: {e}; nothing was enqueued") from None
         lines.append(number)
@@ -134,9 +134,9 @@ def logs(app, job_id, as_json):
         print_json({k: d[k] for k in ("id", "state", "exit_code", "stdout", "stderr")})
         return
     for stream, data in ((sys.stdout, job.stdout), (sys.stderr, job.stderr)):
-        binary = click.get_binary_stream("stdout" if stream is sys.stdout else "stderr")
-        binary.write(data or b"")
-        binary.flush()
+        stream.flush()
+        stream.buffer.write(data or b"")
+        stream.buffer.flush()
 
 
 @click.command()

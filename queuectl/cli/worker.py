@@ -45,7 +45,7 @@ def start(app, count, queues, burst, name):
     """
     from queuectl.worker import Worker, check_name, default_name
 
-    name = check_name(name) if name else default_name()
+    name = check_name(name) if name is not None else default_name()  # --name '' is an error, not the default
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s queuectl-worker[%(process)d] %(levelname)s %(message)s")
     w = Worker(app.store(durable=False), name=name, slots=count, queues=tuple(dict.fromkeys(queues)), burst=burst)

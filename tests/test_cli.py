@@ -1,0 +1,770 @@
+"""Tier 1: every CLI command in-process (Click's runner) against a real SQLite file.
+
+Jobs reach the states a worker gives them either through a real `worker start --burst`
+or through the store's own worker API (register_worker, claim, finish) on the same file.
+Every bad input must give one line on stderr, the documented exit code, and leave the
+database as it was.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import sqlite3
+import time
+from datetime import datetime
+
+import click
+import pytest
+
+from queuectl.cli import cli
+from queuectl.jobspec import FIELDS, MAX_COMMAND_BYTES
+from queuectl.settings import SETTINGS
+from queuectl.store import Outcome, SqliteStore
+
+DEFAULTS = {
+    "max-retries": 3,
+    "backoff-base": 2.0,
+    "backoff-max": 3600.0,
+    "job-timeout": None,
+    "heartbeat-interval": 5.0,
+    "stale-after": 30.0,
+    "poll-interval": 1.0,
+    "output-limit": 1048576,
+}
+STATES = ["pending", "processing", "completed", "failed", "dead"]
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def snapshot(path) -> tuple:
+    """Everything in the database: schema, rows of every table, and the header pragmas."""
+    con = sqlite3.connect(path)
+    try:
+        pragmas = tuple(con.execute(f"PRAGMA {p}").fetchone()[0] for p in ("user_version", "application_id"))
+        return pragmas, tuple(con.iterdump())
+    finally:
+        con.close()
+
+
+def assert_error(result, code: int, *fragments: str) -> str:
+    """One line on stderr, 'queuectl: error: ...', exit `code`, nothing on stdout; return the line."""
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert result.stderr.endswith("\n")
+    line = lines[0]
+    assert line.startswith("queuectl: error: "), line
+    assert "Traceback" not in line
+    for fragment in fragments:
+        assert fragment in line, (fragment, line)
+    return line
+
+
+def ok(result) -> str:
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    return result.stdout
+
+
+def json_only(result):
+    """The output of a --json command: exit 0, empty stderr, stdout one JSON document."""
+    assert result.exit_code == 0, (result.exit_code, result.stderr)
+    assert result.stderr == ""
+    return json.loads(result.stdout)
+
+
+def _ts(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def ids(jobs) -> list[str]:
+    return [j["id"] for j in jobs]
+
+
+WORKER_INFO = {"name": "w1", "host": "testhost", "boot_id": "boot", "pid": 4242, "pid_start": None,
+               "slots": 4, "queues": [], "unit": None}
+
+
+@pytest.fixture
+def seeded(run_cli, db):
+    """A database with one job and one changed setting; returns its snapshot."""
+    ok(run_cli("enqueue", '{"id":"seed","command":"echo seed"}'))
+    ok(run_cli("config", "set", "max-retries", "5"))
+    return snapshot(db)
+
+
+@pytest.fixture
+def populated(run_cli, db):
+    """One job in every state, two queues, one registered worker running r1.
+
+    default: c1 completed, f1 failed, p1 pending; build: d1 dead, r1 processing, p2 pending.
+    Enqueue order (seq): c1, f1, d1, r1, p1, p2.
+    """
+    for spec in ({"id": "c1", "command": "echo out"},
+                 {"id": "f1", "command": "exit 1", "max_retries": 2},
+                 {"id": "d1", "command": "exit 3", "max_retries": 0, "queue": "build"},
+                 {"id": "r1", "command": "sleep 100", "queue": "build"}):
+        ok(run_cli("enqueue", json.dumps(spec)))
+    with SqliteStore(db) as s:
+        now = time.time()
+        wid, recovered = s.register_worker(WORKER_INFO, now)
+        assert recovered == []
+        claimed = s.claim(wid, [], 10, now)
+        assert sorted(j.id for j in claimed) == ["c1", "d1", "f1", "r1"]
+        states = s.finish(wid, [Outcome("c1", True, 0, None, b"out\n\xff", b"err\n"),
+                                Outcome("f1", False, 1, "exit code 1", b"", b"nope\n"),
+                                Outcome("d1", False, 3, "exit code 3", b"", b"boom\n")], now)
+        assert [st.value for st in states] == ["completed", "failed", "dead"]
+    ok(run_cli("enqueue", '{"id":"p1","command":"true"}'))
+    ok(run_cli("enqueue", '{"id":"p2","command":"true","queue":"build"}'))
+
+
+# -- enqueue -----------------------------------------------------------------------------------
+
+
+def test_enqueue_prints_given_id_and_stores_defaults(run_cli):
+    before = time.time()
+    assert ok(run_cli("enqueue", '{"id":"job1","command":"echo hi"}')) == "job1\n"
+    job = json_only(run_cli("show", "job1", "--json"))
+    assert job["command"] == "echo hi"
+    assert (job["state"], job["queue"], job["priority"], job["attempts"]) == ("pending", "default", 0, 0)
+    assert job["max_retries"] is None and job["timeout"] is None and job["cwd"] is None
+    assert job["run_at"] == job["created_at"]
+    created = json_only(run_cli("list", "--json"))[0]["created_at"]
+    assert abs(_ts(created) - before) < 5
+
+
+def test_enqueue_generates_distinct_ids(run_cli):
+    first = ok(run_cli("enqueue", '{"command":"true"}')).strip()
+    second = ok(run_cli("enqueue", '{"command":"true"}')).strip()
+    assert re.fullmatch(r"[0-9a-f]{16}", first) and re.fullmatch(r"[0-9a-f]{16}", second)
+    assert first != second
+    assert sorted(ids(json_only(run_cli("list", "--json")))) == sorted([first, second])
+    assert json_only(run_cli("show", first, "--json"))["state"] == "pending"
+
+
+def test_enqueue_every_field(run_cli):
+    spec = {"id": "full", "command": "make -C /srv", "queue": "build", "priority": -7, "max_retries": 9,
+            "run_at": "2030-01-01T09:00:00+02:00", "timeout": 600, "cwd": "/tmp"}
+    ok(run_cli("enqueue", json.dumps(spec)))
+    job = json_only(run_cli("show", "full", "--json"))
+    assert job["run_at"] == "2030-01-01T07:00:00.000+00:00"
+    assert (job["queue"], job["priority"], job["max_retries"], job["timeout"], job["cwd"]) == \
+        ("build", -7, 9, 600.0, "/tmp")
+    ok(run_cli("enqueue", '{"id":"later","command":"true","delay":60}'))
+    later = json_only(run_cli("show", "later", "--json"))
+    assert abs(_ts(later["run_at"]) - _ts(later["created_at"]) - 60) < 0.01
+    ok(run_cli("enqueue", '{"id":"zulu","command":"true","run_at":"2030-01-01T00:00:00Z"}'))
+    assert json_only(run_cli("show", "zulu", "--json"))["run_at"] == "2030-01-01T00:00:00.000+00:00"
+
+
+def test_enqueue_command_size_limit_counts_bytes(run_cli):
+    assert MAX_COMMAND_BYTES == 128 * 1024
+    ok(run_cli("enqueue", json.dumps({"id": "big", "command": "x" * MAX_COMMAND_BYTES})))
+    assert len(json_only(run_cli("show", "big", "--json"))["command"]) == MAX_COMMAND_BYTES
+    # 65537 two-byte characters: fewer characters than the limit, more bytes.
+    assert_error(run_cli("enqueue", json.dumps({"command": "é" * (MAX_COMMAND_BYTES // 2 + 1)},
+                                               ensure_ascii=False)), 2, "longer than 131072 bytes")
+
+
+def test_enqueue_file_and_stdin(run_cli, tmp_path):
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"id":"f1","command":"echo 1"}\n\n   \n{"id":"f2","command":"echo 2","queue":"q2"}\r\n'
+                    '{"command":"echo 3"}')  # blank lines skipped, CRLF and a missing final newline fine
+    out = ok(run_cli("enqueue", "--file", str(path))).splitlines()
+    assert out[:2] == ["f1", "f2"] and len(out) == 3 and re.fullmatch(r"[0-9a-f]{16}", out[2])
+    out2 = ok(run_cli("enqueue", "--file", "-", input='\n{"id":"s1","command":"a"}\n{"id":"s2","command":"b"}\n'))
+    assert out2 == "s1\ns2\n"
+    jobs = json_only(run_cli("list", "--json"))
+    assert ids(jobs) == ["s2", "s1", out[2], "f2", "f1"]  # newest first
+    assert {j["id"]: j["queue"] for j in jobs}["f2"] == "q2"
+    ok(run_cli("enqueue", "-f", "-", input=b'{"id":"s3","command":"caf\xc3\xa9"}\n'))
+    assert json_only(run_cli("show", "s3", "--json"))["command"] == "café"
+
+
+# Bad jobs: (JSON text, words the one-line message must contain).
+BAD_JOBS = [
+    ('{"command": "x",}', ["malformed JSON", "line 1 column 17"]),
+    ('{"command": "x"', ["malformed JSON", "line 1 column 16"]),
+    ("", ["malformed JSON", "line 1 column 1"]),
+    ("[1, 2]", ["must be a JSON object", "list"]),
+    ('"echo hi"', ["must be a JSON object", "str"]),
+    ("null", ["must be a JSON object", "null"]),
+    ("42", ["must be a JSON object", "int"]),
+    ("{}", ["missing field: command"]),
+    ('{"id": "x"}', ["missing field: command"]),
+    ('{"command": ""}', ["command must not be empty"]),
+    ('{"command": "   "}', ["command must not be empty"]),
+    ('{"command": 42}', ["command must be a string"]),
+    ('{"command": null}', ["command must be a string"]),
+    ('{"command": ["echo", "hi"]}', ["command must be a string"]),
+    ('{"command": "a\\u0000b"}', ["NUL"]),
+    ('{"command": "echo \\ud800"}', ["command must be valid Unicode"]),
+    (json.dumps({"command": "x" * (MAX_COMMAND_BYTES + 1)}), ["longer than 131072 bytes"]),
+    ('{"command": "x", "retries": 3, "env": {}}', ["unknown field(s) env, retries", "allowed: " + ", ".join(FIELDS)]),
+    ('{"command": "x", "max_retries": -1}', ["max_retries must be a whole number >= 0"]),
+    ('{"command": "x", "max_retries": 1.5}', ["max_retries must be a whole number >= 0"]),
+    ('{"command": "x", "max_retries": 2.0}', ["max_retries must be a whole number >= 0"]),
+    ('{"command": "x", "max_retries": "3"}', ["max_retries must be a whole number >= 0"]),
+    ('{"command": "x", "max_retries": true}', ["max_retries must be a whole number >= 0"]),
+    ('{"command": "x", "run_at": "tomorrow"}', ["run_at is not an ISO-8601 time"]),
+    ('{"command": "x", "run_at": "2030-01-01T09:00:00"}', ["run_at needs a UTC offset"]),
+    ('{"command": "x", "run_at": 1900000000}', ["run_at must be an ISO-8601 string"]),
+    ('{"command": "x", "run_at": "0001-01-01T00:00:00+14:00"}', ["out of range"]),
+    ('{"command": "x", "run_at": "2030-01-01T00:00:00Z", "delay": 5}', ["run_at or delay, not both"]),
+    ('{"command": "x", "delay": -1}', ["delay must be a number of seconds >= 0"]),
+    ('{"command": "x", "delay": "5"}', ["delay must be a number"]),
+    ('{"command": "x", "delay": NaN}', ["delay must be a number"]),
+    ('{"command": "x", "delay": 1e12}', ["out of range"]),
+    ('{"command": "x", "timeout": 0}', ["timeout must be a number of seconds > 0"]),
+    ('{"command": "x", "timeout": -5}', ["timeout must be a number of seconds > 0"]),
+    ('{"command": "x", "timeout": true}', ["timeout must be a number of seconds > 0"]),
+    ('{"command": "x", "cwd": "relative/dir"}', ["cwd must be an absolute path"]),
+    ('{"command": "x", "cwd": ""}', ["cwd must be an absolute path"]),
+    ('{"command": "x", "cwd": "/tmp/\\udcff"}', ["cwd must be an absolute path"]),
+    ('{"command": "x", "id": "has space"}', ["id must be 1-128 characters"]),
+    ('{"command": "x", "id": 7}', ["id must be 1-128 characters"]),
+    ('{"command": "x", "queue": "a/b"}', ["queue must be 1-64 characters"]),
+    ('{"command": "x", "priority": 1.5}', ["priority must be a whole number"]),
+]
+
+
+@pytest.mark.parametrize("text, fragments", BAD_JOBS, ids=[f"job{i}" for i in range(len(BAD_JOBS))])
+def test_enqueue_bad_job_argument(run_cli, db, seeded, text, fragments):
+    assert_error(run_cli("enqueue", text), 2, *fragments)
+    assert snapshot(db) == seeded
+
+
+@pytest.mark.parametrize("text, fragments", [c for c in BAD_JOBS if c[0]],
+                         ids=[f"job{i}" for i, c in enumerate(BAD_JOBS) if c[0]])
+def test_enqueue_file_bad_line_in_the_middle(run_cli, db, seeded, tmp_path, text, fragments):
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"id":"good1","command":"true"}\n\n' + text + '\n{"id":"good2","command":"true"}\n')
+    line = assert_error(run_cli("enqueue", "--file", str(path)), 2, "line 3: ", "nothing was enqueued", *fragments)
+    assert line.startswith("queuectl: error: line 3: ")
+    assert snapshot(db) == seeded
+
+
+def test_enqueue_malformed_json_position_on_a_later_line(run_cli, db, seeded):
+    assert_error(run_cli("enqueue", '{"command": "x",\n "id": "y" "z"}'), 2, "malformed JSON", "line 2 column 12")
+    assert snapshot(db) == seeded
+
+
+@pytest.mark.parametrize("args, stdin, fragments", [
+    ((), None, ["give one JSON job or --file FILE"]),
+    (('{"command":"x"}', "--file", "-"), '{"command":"y"}\n', ["give one JSON job or --file FILE"]),
+    (("--file", "-"), "", ["no jobs in the file"]),
+    (("--file", "-"), "\n  \n\n", ["no jobs in the file"]),
+    (("--file", "-"), b'{"id":"u1","command":"a"}\n{"command":"\xff\xfe"}\n', ["line 2: not UTF-8 text", "nothing was enqueued"]),
+    (("--file", "/nonexistent/jobs.jsonl"), None, ["No such file"]),
+], ids=["neither", "both", "empty-file", "blank-file", "non-utf8-line", "missing-file"])
+def test_enqueue_usage_errors(run_cli, db, seeded, args, stdin, fragments):
+    assert_error(run_cli("enqueue", *args, input=stdin), 2, *fragments)
+    assert snapshot(db) == seeded
+
+
+def test_enqueue_duplicate_id(run_cli, db, seeded):
+    assert_error(run_cli("enqueue", '{"id":"seed","command":"echo other"}'), 1, "'seed' already exists")
+    assert snapshot(db) == seeded
+    assert json_only(run_cli("show", "seed", "--json"))["command"] == "echo seed"
+
+
+@pytest.mark.parametrize("lines, bad_line", [
+    (['{"id":"a","command":"1"}', '{"id":"b","command":"2"}', "", '{"id":"a","command":"3"}'], 4),
+    (['{"id":"a","command":"1"}', '{"id":"seed","command":"2"}', '{"id":"b","command":"3"}'], 2),
+    # in the database and repeated in the file: the first line that clashes is the one named
+    (['{"id":"x","command":"1"}', '{"id":"seed","command":"2"}', '{"id":"seed","command":"3"}'], 2),
+], ids=["inside-file", "against-db", "both"])
+def test_enqueue_file_duplicate_id(run_cli, db, seeded, lines, bad_line):
+    result = run_cli("enqueue", "--file", "-", input="\n".join(lines) + "\n")
+    line = assert_error(result, 1, "already exists", "nothing was enqueued")
+    assert line.startswith(f"queuectl: error: line {bad_line}: ")
+    assert snapshot(db) == seeded
+
+
+# -- list, show, logs, status ------------------------------------------------------------------------
+
+
+def test_list_filters_and_order(run_cli, populated):
+    everything = json_only(run_cli("list", "--json"))
+    assert ids(everything) == ["p2", "p1", "r1", "d1", "f1", "c1"]
+    assert {j["id"]: j["state"] for j in everything} == {
+        "c1": "completed", "f1": "failed", "d1": "dead", "r1": "processing", "p1": "pending", "p2": "pending"}
+    expected = {"pending": ["p2", "p1"], "processing": ["r1"], "completed": ["c1"], "failed": ["f1"], "dead": ["d1"]}
+    for state, want in expected.items():
+        assert ids(json_only(run_cli("list", "--state", state, "--json"))) == want
+    assert ids(json_only(run_cli("list", "--queue", "build", "--json"))) == ["p2", "r1", "d1"]
+    assert ids(json_only(run_cli("list", "--queue", "nope", "--json"))) == []
+    assert ids(json_only(run_cli("list", "--state", "pending", "--queue", "build", "--json"))) == ["p2"]
+    assert ids(json_only(run_cli("list", "--limit", "2", "--json"))) == ["p2", "p1"]
+    assert ids(json_only(run_cli("list", "--state", "pending", "--limit", "1", "--json"))) == ["p2"]
+
+
+def test_list_table(run_cli, populated):
+    lines = ok(run_cli("list")).splitlines()
+    assert lines[0].split() == ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "UPDATED", "COMMAND"]
+    assert [line.split()[0] for line in lines[1:]] == ["p2", "p1", "r1", "d1", "f1", "c1"]
+    assert lines[3].split()[:5] == ["r1", "processing", "build", "0", "1"]
+    dead = ok(run_cli("list", "--state", "dead")).splitlines()
+    assert len(dead) == 2 and dead[1].split()[:2] == ["d1", "dead"]
+
+
+def test_list_of_empty_queue(run_cli):
+    assert json_only(run_cli("list", "--json")) == []
+    assert ok(run_cli("list")).split() == ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "UPDATED", "COMMAND"]
+
+
+def test_show(run_cli, populated):
+    job = json_only(run_cli("show", "d1", "--json"))
+    assert (job["state"], job["attempts"], job["exit_code"], job["last_error"], job["queue"]) == \
+        ("dead", 1, 3, "exit code 3", "build")
+    assert job["finished_at"] is not None and "stdout" not in job
+    text = ok(run_cli("show", "d1"))
+    fields = dict(re.match(r"(\w+):\s*(.*)$", line).groups() for line in text.splitlines())
+    assert fields["id"] == "d1" and fields["state"] == "dead" and fields["last_error"] == "exit code 3"
+    assert fields["timeout"] == "" and fields["exit_code"] == "3"
+    assert set(fields) == set(job)
+
+
+def test_logs(run_cli, populated):
+    result = run_cli("logs", "c1")
+    assert result.exit_code == 0
+    assert result.stdout_bytes == b"out\n\xff"  # the bytes as the job wrote them
+    assert result.stderr_bytes == b"err\n"
+    d = json_only(run_cli("logs", "c1", "--json"))
+    assert d == {"id": "c1", "state": "completed", "exit_code": 0, "stdout": "out\n\ufffd", "stderr": "err\n"}
+    pending = run_cli("logs", "p1")  # never ran: no output, still a success
+    assert (pending.exit_code, pending.stdout_bytes, pending.stderr_bytes) == (0, b"", b"")
+    assert json_only(run_cli("logs", "p1", "--json"))["stdout"] == ""
+
+
+def test_status(run_cli, populated):
+    s = json_only(run_cli("status", "--json"))
+    assert s["jobs"] == {"pending": 2, "processing": 1, "completed": 1, "failed": 1, "dead": 1}
+    assert s["queues"] == {"build": {"dead": 1, "processing": 1, "pending": 1},
+                           "default": {"completed": 1, "failed": 1, "pending": 1}}
+    [w] = s["workers"]
+    assert (w["name"], w["host"], w["pid"], w["slots"], w["busy"], w["jobs"]) == ("w1", "testhost", 4242, 4, 1, ["r1"])
+    assert 0 <= w["heartbeat_age"] < 60
+    text = ok(run_cli("status"))
+    assert re.search(r"^pending\s+2$", text, re.M) and re.search(r"^dead\s+1$", text, re.M)
+    assert re.search(r"^build\s+1\s+1\s+0\s+0\s+1$", text, re.M)
+    assert "Workers (1)" in text and re.search(r"^w1\s+4242\s+testhost\s+1/4\s+\S+s\s+r1$", text, re.M)
+
+
+def test_status_of_empty_database(run_cli):
+    assert json_only(run_cli("status", "--json")) == {"jobs": dict.fromkeys(STATES, 0), "queues": {}, "workers": []}
+    text = ok(run_cli("status"))
+    assert "Workers (0)" in text and "Queues" not in text
+
+
+@pytest.mark.parametrize("args", [
+    ("list",), ("list", "--state", "dead"), ("show", "c1"), ("logs", "c1"), ("logs", "r1"), ("status",),
+    ("dlq", "list"), ("config", "list"),
+])
+def test_every_json_output_is_only_json(run_cli, populated, args):
+    result = run_cli(*args, "--json")
+    value = json_only(result)
+    assert isinstance(value, (list, dict)) and value
+    assert result.stdout.strip().startswith(("[", "{"))
+
+
+@pytest.mark.parametrize("args, code, fragments", [
+    (("show", "nope"), 1, ["no job with id 'nope'"]),
+    (("show", "nope", "--json"), 1, ["no job with id 'nope'"]),
+    (("logs", "nope"), 1, ["no job with id 'nope'"]),
+    (("logs", "nope", "--json"), 1, ["no job with id 'nope'"]),
+    (("show",), 2, ["Missing argument 'ID'"]),
+    (("show", "\udcff"), 2, ["not valid UTF-8"]),  # non-UTF-8 argv bytes
+    (("list", "--state", "bogus"), 2, ["'bogus' is not one of", "'pending'"]),
+    (("list", "--state", "PENDING!"), 2, ["is not one of"]),
+    (("list", "--limit", "0"), 2, ["--limit"]),
+    (("list", "--limit", "x"), 2, ["--limit"]),
+    (("list", "--queue", "\udcff"), 2, ["not valid UTF-8"]),
+    (("list", "--bogus"), 2, ["No such option"]),
+    (("bogus",), 2, ["No such command 'bogus'"]),
+    ((), 2, ["Missing command"]),
+    (("dlq",), 2, ["Missing command"]),
+    (("config",), 2, ["Missing command"]),
+    (("worker",), 2, ["Missing command"]),
+    (("dlq", "list", "--limit", "0"), 2, ["--limit"]),
+    (("status", "extra"), 2, ["unexpected extra argument"]),
+])
+def test_bad_arguments(run_cli, db, populated, args, code, fragments):
+    before = snapshot(db)
+    assert_error(run_cli(*args), code, *fragments)
+    assert snapshot(db) == before
+
+
+# -- a real worker, in-process -----------------------------------------------------------------------
+
+
+def test_burst_worker_runs_jobs_to_completed_and_dead(run_cli, db):
+    ok(run_cli("enqueue", '{"id":"good","command":"echo hi; echo err >&2"}'))
+    ok(run_cli("enqueue", '{"id":"bad","command":"echo boom >&2; exit 3","max_retries":0,"queue":"build"}'))
+    ok(run_cli("enqueue", '{"id":"other","command":"true","queue":"elsewhere"}'))
+    result = run_cli("worker", "start", "--burst", "--count", "2", "--queue", "default", "--queue", "build",
+                     "--name", "burst-1")
+    assert result.exit_code == 0, result.stderr
+    assert json_only(run_cli("show", "good", "--json"))["state"] == "completed"
+    logs = run_cli("logs", "good")
+    assert (logs.stdout_bytes, logs.stderr_bytes) == (b"hi\n", b"err\n")
+    bad = json_only(run_cli("show", "bad", "--json"))
+    assert (bad["state"], bad["attempts"], bad["exit_code"], bad["last_error"]) == ("dead", 1, 3, "exit code 3")
+    assert json_only(run_cli("show", "other", "--json"))["state"] == "pending"  # not a queue it serves
+    status = json_only(run_cli("status", "--json"))
+    assert status["workers"] == []  # deregistered after a clean stop
+    assert status["jobs"] == {"pending": 1, "processing": 0, "completed": 1, "failed": 0, "dead": 1}
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (("--count", "0"), ["--count", "0 is not in the range"]),
+    (("--count", "-1"), ["--count", "-1 is not in the range"]),
+    (("-c", "two"), ["--count", "'two' is not a valid integer"]),
+    (("--name", "bad name"), ["worker name must be"]),
+    (("--name", ""), ["worker name must be"]),
+])
+def test_worker_start_bad_arguments(run_cli, db, seeded, args, fragments):
+    assert_error(run_cli("worker", "start", "--burst", *args), 2, *fragments)
+    assert snapshot(db) == seeded
+
+
+# -- dead letter queue ------------------------------------------------------------------------------
+
+
+def test_dlq_list(run_cli, populated):
+    dead = json_only(run_cli("dlq", "list", "--json"))
+    assert ids(dead) == ["d1"]
+    assert (dead[0]["last_error"], dead[0]["attempts"], dead[0]["state"]) == ("exit code 3", 1, "dead")
+    lines = ok(run_cli("dlq", "list")).splitlines()
+    assert lines[0].split()[:3] == ["ID", "QUEUE", "ATTEMPTS"]
+    assert len(lines) == 2 and lines[1].split()[:3] == ["d1", "build", "1"] and "exit code 3" in lines[1]
+
+
+def test_dlq_list_empty(run_cli):
+    assert json_only(run_cli("dlq", "list", "--json")) == []
+
+
+def _kill_one_more(run_cli, db, job_id):
+    """Make a second dead job through the store's worker API."""
+    ok(run_cli("enqueue", json.dumps({"id": job_id, "command": "false", "max_retries": 0, "priority": 99})))
+    with SqliteStore(db) as s:
+        wid, _ = s.register_worker({**WORKER_INFO, "name": "w2"}, time.time())
+        [job] = s.claim(wid, [], 1, time.time())
+        assert job.id == job_id
+        assert [st.value for st in s.finish(wid, [Outcome(job_id, False, 1, "exit code 1")], time.time())] == ["dead"]
+
+
+def test_dlq_retry(run_cli, db, populated):
+    _kill_one_more(run_cli, db, "d2")
+    before = time.time()
+    assert ok(run_cli("dlq", "retry", "d1", "d2")) == "d1: pending\nd2: pending\n"
+    for job_id in ("d1", "d2"):
+        job = json_only(run_cli("show", job_id, "--json"))
+        assert (job["state"], job["attempts"]) == ("pending", 0)
+        assert _ts(job["run_at"]) >= before - 1  # ready now
+    assert json_only(run_cli("dlq", "list", "--json")) == []
+    assert json_only(run_cli("status", "--json"))["jobs"]["dead"] == 0
+    # The retried job can be claimed again at once.
+    with SqliteStore(db) as s:
+        wid, _ = s.register_worker({**WORKER_INFO, "name": "w3"}, time.time())
+        assert "d1" in [j.id for j in s.claim(wid, ["build"], 10, time.time())]
+
+
+@pytest.mark.parametrize("args, code, fragments", [
+    (("d1", "c1"), 1, ["job 'c1' is completed, not dead"]),
+    (("p1",), 1, ["job 'p1' is pending, not dead"]),
+    (("r1",), 1, ["job 'r1' is processing, not dead"]),
+    (("f1",), 1, ["job 'f1' is failed, not dead"]),
+    (("d1", "nope"), 1, ["no job with id 'nope'"]),
+    (("nope",), 1, ["no job with id 'nope'"]),
+    (("\udcff",), 2, ["not valid UTF-8"]),
+    ((), 2, ["Missing argument 'ID...'"]),
+])
+def test_dlq_retry_all_or_none(run_cli, db, populated, args, code, fragments):
+    before = snapshot(db)
+    assert_error(run_cli("dlq", "retry", *args), code, *fragments)
+    assert snapshot(db) == before
+    assert json_only(run_cli("show", "d1", "--json"))["state"] == "dead"
+
+
+# -- config -------------------------------------------------------------------------------------------
+
+
+def test_config_defaults(run_cli):
+    values = json_only(run_cli("config", "list", "--json"))
+    assert values == DEFAULTS
+    assert [type(v) for v in values.values()] == [type(v) for v in DEFAULTS.values()]
+    lines = ok(run_cli("config", "list")).splitlines()
+    assert lines[0].split() == ["KEY", "VALUE", "MEANING"]
+    rows = {line.split()[0]: line.split()[1] for line in lines[1:]}
+    assert rows == {"max-retries": "3", "backoff-base": "2", "backoff-max": "3600", "job-timeout": "none",
+                    "heartbeat-interval": "5", "stale-after": "30", "poll-interval": "1", "output-limit": "1048576"}
+    for key in DEFAULTS:
+        assert ok(run_cli("config", "get", key)) == rows[key] + "\n"
+
+
+@pytest.mark.parametrize("key, raw, canonical, shown, stored", [
+    ("max-retries", "5", "max-retries", "5", 5),
+    ("max_retries", "0", "max-retries", "0", 0),
+    ("MAX_RETRIES", " 7 ", "max-retries", "7", 7),
+    ("backoff_base", "1.5", "backoff-base", "1.5", 1.5),
+    ("backoff-base", "1", "backoff-base", "1", 1.0),
+    ("backoff-max", "1234567", "backoff-max", "1234567", 1234567.0),  # shown exactly, not 1.23457e+06
+    ("backoff-max", "0", "backoff-max", "0", 0.0),
+    ("job-timeout", "600", "job-timeout", "600", 600.0),
+    ("job_timeout", "0.25", "job-timeout", "0.25", 0.25),
+    ("job-timeout", "none", "job-timeout", "none", None),
+    ("heartbeat_interval", "0.05", "heartbeat-interval", "0.05", 0.05),
+    ("stale-after", "10.5", "stale-after", "10.5", 10.5),
+    ("poll_interval", "0.01", "poll-interval", "0.01", 0.01),
+    ("output-limit", "0", "output-limit", "0", 0),
+])
+def test_config_set_get(run_cli, key, raw, canonical, shown, stored):
+    assert ok(run_cli("config", "set", key, raw)) == f"{canonical} = {shown}\n"
+    assert ok(run_cli("config", "get", key)) == shown + "\n"
+    assert ok(run_cli("config", "get", canonical.replace("-", "_"))) == shown + "\n"
+    values = json_only(run_cli("config", "list", "--json"))
+    assert values == {**DEFAULTS, canonical: stored}
+    assert type(values[canonical]) is type(stored)
+    # What `get` prints reads back as the same value.
+    ok(run_cli("config", "set", canonical, shown))
+    assert json_only(run_cli("config", "list", "--json"))[canonical] == stored
+
+
+def test_config_is_shared_and_persistent(run_cli, db):
+    ok(run_cli("config", "set", "job-timeout", "42"))
+    with SqliteStore(db) as s:
+        assert s.settings()["job-timeout"] == 42.0
+    ok(run_cli("config", "set", "job-timeout", "none"))
+    with SqliteStore(db) as s:
+        assert s.settings()["job-timeout"] is None
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (("set", "max-retries", "-1"), ["max-retries must be a whole number >= 0", "'-1'"]),
+    (("set", "max-retries", "1.5"), ["max-retries must be a whole number >= 0"]),
+    (("set", "max-retries", "abc"), ["max-retries must be a whole number >= 0"]),
+    (("set", "max-retries", "true"), ["max-retries must be"]),
+    (("set", "max-retries", "none"), ["max-retries must be"]),
+    (("set", "max-retries", ""), ["max-retries must be"]),
+    (("set", "backoff-base", "0.5"), ["backoff-base must be a number >= 1"]),
+    (("set", "backoff-base", "nan"), ["backoff-base must be a number"]),
+    (("set", "backoff-max", "-1"), ["backoff-max must be a number >= 0"]),
+    (("set", "backoff-max", "inf"), ["backoff-max must be a number"]),
+    (("set", "job-timeout", "0"), ["job-timeout must be a number > 0 or 'none'"]),
+    (("set", "job-timeout", "-3"), ["job-timeout must be"]),
+    (("set", "heartbeat-interval", "0.01"), ["heartbeat-interval must be a number >= 0.05"]),
+    (("set", "stale-after", "0"), ["stale-after must be a number > 0"]),
+    (("set", "poll-interval", "0"), ["poll-interval must be a number >= 0.01"]),
+    (("set", "output-limit", "1e6"), ["output-limit must be a whole number >= 0"]),
+    (("set", "output-limit", "-1"), ["output-limit must be a whole number >= 0"]),
+    # stale-after must exceed twice heartbeat-interval (defaults 5 and 30)
+    (("set", "stale-after", "10"), ["stale-after (10 s) must exceed 2 x heartbeat-interval (5 s)"]),
+    (("set", "stale-after", "9.99"), ["must exceed 2 x heartbeat-interval"]),
+    (("set", "heartbeat-interval", "15"), ["stale-after (30 s) must exceed 2 x heartbeat-interval (15 s)"]),
+    (("set", "retries", "3"), ["unknown config key 'retries'", "known keys: " + ", ".join(SETTINGS)]),
+    (("set", "max--retries", "3"), ["unknown config key"]),
+    (("get", "retries"), ["unknown config key 'retries'", "max-retries"]),
+    (("get", ""), ["unknown config key"]),
+    (("set", "max-retries"), ["Missing argument 'VALUE'"]),
+    (("get",), ["Missing argument 'KEY'"]),
+    (("list", "extra"), ["unexpected extra argument"]),
+])
+def test_config_bad_input(run_cli, db, seeded, args, fragments):
+    before = json_only(run_cli("config", "list", "--json"))
+    assert_error(run_cli("config", *args), 2, *fragments)
+    assert json_only(run_cli("config", "list", "--json")) == before == {**DEFAULTS, "max-retries": 5}
+    assert snapshot(db) == seeded
+
+
+def test_config_rule_checks_the_stored_partner(run_cli, db):
+    ok(run_cli("config", "set", "heartbeat-interval", "1"))
+    ok(run_cli("config", "set", "stale-after", "2.5"))
+    before = snapshot(db)
+    assert_error(run_cli("config", "set", "heartbeat-interval", "1.25"), 2, "stale-after (2.5 s)")
+    assert snapshot(db) == before
+    ok(run_cli("config", "set", "heartbeat-interval", "1.2"))
+    assert json_only(run_cli("config", "list", "--json"))["heartbeat-interval"] == 1.2
+
+
+def _store_raw_config(db, key, value):
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value))
+    con.close()
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("max-retries", '"lots"', "stored config max-retries is invalid"),
+    ("max-retries", "-1", "stored config max-retries is invalid"),
+    ("backoff-base", "0.5", "stored config backoff-base is invalid"),
+    ("poll-interval", "not json", "stored config poll-interval is invalid"),
+    ("bogus-key", "1", "stored config bogus-key is invalid"),
+])
+def test_stored_config_made_invalid_by_hand(run_cli, db, seeded, key, value, fragment):
+    if key == "max-retries":
+        con = sqlite3.connect(db)
+        with con:
+            assert con.execute("UPDATE config SET value = ? WHERE key = 'max-retries'", (value,)).rowcount == 1
+        con.close()
+    else:
+        _store_raw_config(db, key, value)
+    broken = snapshot(db)
+    for args in (("config", "list"), ("config", "list", "--json"), ("config", "get", "output-limit"),
+                 ("worker", "start", "--burst")):
+        assert_error(run_cli(*args), 78, fragment)
+    assert snapshot(db) == broken  # the worker neither registered nor ran the seed job
+    assert json_only(run_cli("status", "--json"))["jobs"]["pending"] == 1  # jobs stay readable
+    if key in SETTINGS:  # `config set` of the broken key repairs it
+        ok(run_cli("config", "set", key, str(DEFAULTS[key])))
+        assert json_only(run_cli("config", "list", "--json"))[key] == DEFAULTS[key]
+
+
+def test_stored_config_breaking_the_heartbeat_rule_stops_workers(run_cli, db, seeded):
+    _store_raw_config(db, "stale-after", "8")
+    _store_raw_config(db, "heartbeat-interval", "4")
+    broken = snapshot(db)
+    assert_error(run_cli("worker", "start", "--burst"), 78, "stale-after (8 s) must exceed 2 x heartbeat-interval (4 s)")
+    assert snapshot(db) == broken
+
+
+# -- help and version ---------------------------------------------------------------------------------
+
+
+def _command_paths(group: click.Group, prefix=()):
+    yield prefix
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _command_paths(command, (*prefix, name))
+        else:
+            yield (*prefix, name)
+
+
+COMMAND_PATHS = list(_command_paths(cli))
+
+
+def test_every_command_is_covered():
+    assert sorted(" ".join(p) for p in COMMAND_PATHS) == sorted([
+        "", "enqueue", "list", "show", "logs", "status", "worker", "worker start", "worker stop",
+        "dlq", "dlq list", "dlq retry", "config", "config set", "config get", "config list"])
+
+
+@pytest.mark.parametrize("path", COMMAND_PATHS, ids=[" ".join(p) or "queuectl" for p in COMMAND_PATHS])
+def test_help_has_an_example(run_cli, db, path):
+    for flag in ("--help", "-h"):
+        result = run_cli(*path, flag)
+        assert result.exit_code == 0 and result.stderr == ""
+        text = result.stdout
+        assert text.startswith(" ".join(["Usage:", "cli", *path, ""]))  # the runner names the program "cli"
+        assert re.search(r"^\s+Examples?:\n\s+queuectl \w", text, re.M), text
+    assert not os.path.exists(db)  # help opens no database
+
+
+def test_version(run_cli, db):
+    result = run_cli("--version")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert result.stdout == f"queuectl, version {importlib.metadata.version('queuectl')}\n"
+    assert not os.path.exists(db)
+
+
+# -- the database file -------------------------------------------------------------------------------
+
+
+def test_queuectl_db_env_var_is_honoured(run_cli, tmp_path):
+    env_db = tmp_path / "from-env.db"
+    runner = run_cli.runner
+    result = runner.invoke(cli, ["enqueue", '{"id":"e1","command":"true"}'], env={"QUEUECTL_DB": str(env_db)})
+    assert (result.exit_code, result.stdout) == (0, "e1\n"), result.stderr
+    assert env_db.exists() and not os.path.exists(run_cli.db)
+    with SqliteStore(str(env_db)) as s:
+        assert s.get_job("e1").command == "true"
+    listed = runner.invoke(cli, ["list", "--json"], env={"QUEUECTL_DB": str(env_db)})
+    assert ids(json.loads(listed.stdout)) == ["e1"]
+    # --db wins over the variable.
+    result = run_cli("enqueue", '{"id":"e2","command":"true"}', env={"QUEUECTL_DB": str(env_db)})
+    assert result.exit_code == 0
+    assert ids(json_only(run_cli("list", "--json"))) == ["e2"]
+    with SqliteStore(str(env_db)) as s:
+        assert [j.id for j in s.list_jobs()] == ["e1"]
+
+
+def test_default_db_path_under_xdg_data_home(run_cli, tmp_path):
+    xdg = tmp_path / "xdg"
+    result = run_cli.runner.invoke(cli, ["enqueue", '{"id":"x1","command":"true"}'],
+                                   env={"QUEUECTL_DB": None, "XDG_DATA_HOME": str(xdg)})
+    assert result.exit_code == 0, result.stderr
+    path = xdg / "queuectl" / "queuectl.db"
+    with SqliteStore(str(path)) as s:
+        assert s.get_job("x1").state.value == "pending"
+
+
+def _dir_state(directory):
+    return {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
+
+
+@pytest.mark.parametrize("args", [("status",), ("enqueue", '{"command":"true"}'), ("config", "list", "--json")])
+def test_db_in_missing_directory(run_cli, tmp_path, args):
+    missing = tmp_path / "no" / "such"
+    result = run_cli.runner.invoke(cli, ["--db", str(missing / "q.db"), *args])
+    assert_error(result, 2, f"database directory {missing} does not exist")
+    assert not (tmp_path / "no").exists()
+
+
+def test_db_path_is_a_directory(run_cli, tmp_path):
+    result = run_cli.runner.invoke(cli, ["--db", str(tmp_path), "status"])
+    assert_error(result, 2, "is a directory")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root bypasses file permissions, so nothing is unwritable")
+def test_db_in_unwritable_directory(run_cli, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        result = run_cli.runner.invoke(cli, ["--db", str(locked / "q.db"), "enqueue", '{"command":"true"}'])
+        assert_error(result, 2, "cannot write to database directory", "permission denied")
+        assert list(locked.iterdir()) == []
+    finally:
+        locked.chmod(0o700)
+
+
+def _foreign_sqlite(path, user_version=0, application_id=0):
+    con = sqlite3.connect(path)
+    with con:
+        con.execute("CREATE TABLE config (key TEXT PRIMARY KEY, value TEXT)")  # a name queuectl also uses
+        con.execute("CREATE TABLE users (name TEXT)")
+        con.execute("INSERT INTO users VALUES ('bob')")
+        con.execute(f"PRAGMA user_version = {user_version}")
+        con.execute(f"PRAGMA application_id = {application_id}")
+    con.close()
+
+
+@pytest.mark.parametrize("kind", ["random-bytes", "text", "sqlite-v0", "sqlite-v1", "sqlite-v7", "sqlite-app-id"])
+@pytest.mark.parametrize("args", [("status",), ("enqueue", '{"command":"true"}'),
+                                  ("config", "set", "max-retries", "4"), ("worker", "start", "--burst")])
+def test_db_that_is_not_a_queuectl_database(run_cli, tmp_path, kind, args):
+    path = tmp_path / "other.db"
+    if kind == "random-bytes":
+        path.write_bytes(os.urandom(8192))
+    elif kind == "text":
+        path.write_text("just some notes\n" * 100)
+    else:
+        version, app_id = {"sqlite-v0": (0, 0), "sqlite-v1": (1, 0), "sqlite-v7": (7, 0),
+                           "sqlite-app-id": (0, 0x12345678)}[kind]
+        _foreign_sqlite(path, version, app_id)
+    before = _dir_state(tmp_path)
+    result = run_cli.runner.invoke(cli, ["--db", str(path), *args])
+    assert_error(result, 2, str(path), "not a queuectl database")
+    assert _dir_state(tmp_path) == before  # byte for byte, and no -wal/-shm/-journal left behind
+
+
+def test_empty_file_becomes_a_queuectl_database(run_cli, db):
+    open(db, "wb").close()
+    assert ok(run_cli("enqueue", '{"id":"z","command":"true"}')) == "z\n"
+    assert json_only(run_cli("status", "--json"))["jobs"]["pending"] == 1
