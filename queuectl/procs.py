@@ -14,14 +14,19 @@ def process_start_time(pid: int) -> int | None:
     Source: proc(5), /proc/PID/stat field 22 (starttime). A pid and its start time
     together name one process for the life of a boot, so a recycled pid is told apart.
     """
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[19])
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """Return the fields of /proc/PID/stat after comm (state first), or None if the process does not exist."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # comm (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = data[data.rfind(b")") + 2:].split()
-    return int(fields[19])
+    return data[data.rfind(b")") + 2:].split()
 
 
 @lru_cache(maxsize=1)
@@ -53,11 +58,14 @@ def owner_alive(host: str, boot: str, pid: int, pid_start: int | None) -> bool |
 
 
 def process_alive(pid: int, start_time: int | None) -> bool:
-    """Return True if process `pid` exists and (when given) started at `start_time` ticks."""
-    current = process_start_time(pid)
-    if current is None:
+    """Return True if process `pid` runs and (when given) started at `start_time` ticks.
+
+    A zombie (state Z or X) has exited, waiting only for its parent to reap it: not alive.
+    """
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in (b"Z", b"X"):
         return False
-    return start_time is None or current == start_time
+    return start_time is None or int(fields[19]) == start_time
 
 
 def group_alive(pgid: int, leader_start: int | None) -> bool:
@@ -76,15 +84,10 @@ def group_alive(pgid: int, leader_start: int | None) -> bool:
 def _group_member_states(pgid: int):
     """Yield the state letter of every process in group `pgid` (proc(5): stat fields 3 and 5)."""
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            yield fields[0]
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields is not None and int(fields[2]) == pgid:
+                yield fields[0]
 
 
 def signal_group(pgid: int, sig: int) -> bool:

@@ -134,7 +134,13 @@ class Worker:
 
     def _loop(self, wake) -> int:
         next_beat = self.monotonic()
+        announced = 0
         while True:
+            if self.stop_requests > announced:
+                announced = self.stop_requests
+                if announced == 1:
+                    log.info("stop requested: draining %d running job(s); a second signal stops them",
+                             len(self.runner.running))
             if self.stop_requests >= 2 and self.runner.running and not self._forced:
                 log.warning("second stop request: terminating %d running job(s) and requeueing them",
                             len(self.runner.running))

@@ -1,0 +1,535 @@
+"""Tier 2: real `queuectl worker start` processes against one SQLite file. No mocks.
+
+Settings are made short through the CLI (in-process Click runner, same database) so the
+whole module runs in about a minute. The tests wait on conditions (`wait_for`), never
+on fixed sleeps for correctness; the few short sleeps only pace signals that are re-sent
+if they turned out to be too close together. Polling reads the database through the
+store (cheap); commands whose output is asserted run as real processes (`queuectl`).
+
+The container's PID 1 does not reap orphans, so a killed orphan stays a zombie: the
+helpers count a zombie as gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from conftest import QUEUECTL, WorkerProcs, queuectl, wait_for
+from queuectl.models import JobState
+
+pytestmark = pytest.mark.processes
+
+PY = sys.executable
+#: Short timings for every test; later pairs override earlier ones (heartbeat first: stale-after > 2 x heartbeat).
+FAST = (("heartbeat-interval", "0.2"), ("poll-interval", "0.05"), ("stale-after", "1.5"), ("backoff-base", "1"))
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def configure(run_cli, *extra: tuple[str, str]) -> None:
+    for key, value in (*FAST, *extra):
+        r = run_cli("config", "set", key, value)
+        assert r.exit_code == 0, r.stderr
+
+
+def enqueue(run_cli, **job) -> str:
+    r = run_cli("enqueue", json.dumps(job))
+    assert r.exit_code == 0, r.stderr
+    return r.stdout.strip()
+
+
+def _logs(procs) -> str:
+    return "".join(f"\n--- worker pid {p.pid} log ---\n{WorkerProcs.output(p)}" for p in procs)
+
+
+def until(predicate, what: str, timeout: float = 30.0, procs=()):
+    """wait_for, adding the workers' logs to the failure message."""
+    try:
+        return wait_for(predicate, timeout=timeout, message=what)
+    except AssertionError as e:
+        raise AssertionError(f"{e}{_logs(procs)}") from None
+
+
+def wait_exit(proc, timeout: float = 30.0) -> int:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"worker pid {proc.pid} did not exit within {timeout} s{_logs([proc])}") from None
+
+
+def state_is(store, job_id: str, *states: JobState):
+    return lambda: store.get_job(job_id).state in states
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, process group) of `pid` from /proc/PID/stat, or None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = data[data.rfind(b")") + 2:].split()
+    return fields[0].decode(), int(fields[2])
+
+
+def gone(pid: int) -> bool:
+    """True if process `pid` no longer runs (absent, or a zombie waiting to be reaped)."""
+    st = _stat(pid)
+    return st is None or st[0] in "ZX"
+
+
+def live_members(pgid: int) -> list[int]:
+    """Pids of the running (non-zombie) processes of group `pgid`."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _stat(int(name))
+            if st is not None and st[1] == pgid and st[0] not in "ZX":
+                out.append(int(name))
+    return out
+
+
+def read_pid(path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text else None
+
+
+def logs_bytes(db: str, job_id: str) -> subprocess.CompletedProcess:
+    """`queuectl logs ID` as a process, with its stdout and stderr as raw bytes."""
+    r = subprocess.run([*QUEUECTL, "--db", db, "logs", job_id], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def status(db: str) -> dict:
+    return json.loads(queuectl(db, "status", "--json").stdout)
+
+
+def safe_path(path) -> str:
+    """The path as shell text; these tests only use paths that need no quoting."""
+    text = str(path)
+    assert re.fullmatch(r"[\w/.+-]+", text), text
+    return text
+
+
+# -- 1. many workers, many jobs -------------------------------------------------------------------
+
+
+def test_three_workers_run_300_jobs_exactly_once(db, run_cli, workers, tmp_path):
+    configure(run_cli)
+    out = safe_path(tmp_path / "out.txt")
+    ids = [f"j{i:03d}" for i in range(300)]
+    lines = "\n".join(json.dumps({"id": i, "command": f"echo {i} >> {out}"}) for i in ids)
+    r = run_cli("enqueue", "--file", "-", input=lines)
+    assert r.exit_code == 0, r.stderr
+
+    procs = [workers.start("--count", "2", "--burst", "--name", f"w{n}") for n in range(3)]
+    for p in procs:
+        assert wait_exit(p, 90) == 0, _logs([p])
+
+    written = (tmp_path / "out.txt").read_text().split()
+    counts = Counter(written)
+    assert set(counts) == set(ids)
+    assert [i for i, n in counts.items() if n != 1] == []  # every job ran exactly once
+    s = status(db)
+    assert s["jobs"] == {"pending": 0, "processing": 0, "completed": 300, "failed": 0, "dead": 0}
+    assert s["workers"] == []
+    # Each completion is reported by exactly one worker, and the work was shared.
+    done = [re.findall(r"job (\S+) completed", WorkerProcs.output(p)) for p in procs]
+    assert sorted(sum(done, [])) == ids
+    assert sum(1 for d in done if d) >= 2, [len(d) for d in done]
+
+
+# -- 2. a killed worker's job is recovered after stale-after ----------------------------------------
+
+
+def test_killed_worker_job_recovered_after_stale_after(db, run_cli, store, workers, tmp_path):
+    # backoff-max 0: the recovered job is retried at once and its run_at records when it was recovered.
+    configure(run_cli, ("stale-after", "2"), ("backoff-max", "0"))
+    d = safe_path(tmp_path)
+    command = (
+        f'echo $$ > {d}/pid.$QUEUECTL_ATTEMPT; '
+        f'if [ "$QUEUECTL_ATTEMPT" = 1 ]; then sleep 30; echo finished > {d}/first; '
+        f'else {PY} -m queuectl --db {db} show "$QUEUECTL_JOB_ID" --json > {d}/snapshot.json; fi'
+    )
+    enqueue(run_cli, id="victim", command=command)
+    a = workers.start("--name", "a")
+    pgid = until(lambda: read_pid(tmp_path / "pid.1"), "the first attempt to start", procs=[a])
+    until(lambda: store.get_job("victim").pgid == pgid, "the job's process group to be recorded", procs=[a])
+    until(lambda: len(live_members(pgid)) >= 2, "the shell and its sleep child", procs=[a])
+
+    b = workers.start("--name", "b")
+    until(lambda: store.worker_by_name("b"), "worker b to register", procs=[b])
+    os.kill(a.pid, signal.SIGKILL)
+    a.wait()
+    dead = store.worker_by_name("a")
+    assert dead is not None, "a's registration must stay until stale-after has passed"
+    last_heartbeat = dead.heartbeat_at
+    assert store.get_job("victim").state == JobState.PROCESSING
+
+    until(state_is(store, "victim", JobState.COMPLETED), "the recovered job to complete", procs=[b])
+    job = store.get_job("victim")
+    assert job.attempts == 2 and job.exit_code == 0
+    # run_at is the recovery time (backoff 0): never before stale-after since a's last heartbeat.
+    assert job.run_at - last_heartbeat > 2.0, (job.run_at, last_heartbeat)
+    snapshot = json.loads((tmp_path / "snapshot.json").read_text())  # taken by the second attempt
+    assert snapshot["state"] == "processing"
+    assert snapshot["attempts"] == 2
+    assert snapshot["last_error"] == "worker lost"
+    # The orphaned first attempt (shell and sleep) was killed, not left to finish.
+    until(lambda: not live_members(pgid), "the orphaned process group to be gone", timeout=10)
+    assert gone(pgid)
+    assert not (tmp_path / "first").exists()
+    log = WorkerProcs.output(b)
+    assert re.search(r"recovered job victim from dead worker #\d+ \(worker lost\): now failed", log), log
+    assert store.worker_by_name("a") is None
+    b.send_signal(signal.SIGTERM)
+    assert wait_exit(b) == 0
+
+
+def test_frozen_worker_is_declared_dead_and_exits_1(db, run_cli, store, workers, tmp_path):
+    configure(run_cli, ("backoff-max", "0"))  # stale-after 1.5 s
+    d = safe_path(tmp_path)
+    enqueue(run_cli, id="frozen", command=(
+        f'echo $$ > {d}/pid.$QUEUECTL_ATTEMPT; if [ "$QUEUECTL_ATTEMPT" = 1 ]; then sleep 30; fi'))
+    a = workers.start("--name", "a")
+    pgid = until(lambda: read_pid(tmp_path / "pid.1"), "the first attempt to start", procs=[a])
+    until(lambda: store.get_job("frozen").pgid == pgid, "the job's process group to be recorded", procs=[a])
+    b = workers.start("--name", "b")
+    until(lambda: store.worker_by_name("b"), "worker b to register", procs=[b])
+
+    os.kill(a.pid, signal.SIGSTOP)  # alive but silent: no heartbeat
+    until(state_is(store, "frozen", JobState.COMPLETED), "b to recover and rerun the job", procs=[b])
+    until(lambda: not live_members(pgid), "a's copy of the job to be killed", timeout=10)
+    os.kill(a.pid, signal.SIGCONT)
+    assert wait_exit(a) == 1, _logs([a])
+    assert "declared dead" in WorkerProcs.output(a)
+    job = store.get_job("frozen")  # a's late result did not overwrite the rerun's
+    assert job.state == JobState.COMPLETED and job.attempts == 2 and job.exit_code == 0
+    assert [w["name"] for w in status(db)["workers"]] == ["b"]
+    b.send_signal(signal.SIGTERM)
+    assert wait_exit(b) == 0
+
+
+# -- 3. a live job longer than stale-after is not run twice ----------------------------------------
+
+
+def test_live_long_job_is_never_run_twice(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)  # stale-after 1.5 s, the job runs 4 s
+    a = workers.start("--name", "a")
+    b = workers.start("--name", "b")
+    until(lambda: store.worker_by_name("a") and store.worker_by_name("b"), "both workers to register", procs=[a, b])
+    runs = safe_path(tmp_path / "runs")
+    enqueue(run_cli, id="long", command=f"echo run >> {runs}; sleep 4")
+    until(state_is(store, "long", JobState.COMPLETED), "the long job to complete", procs=[a, b])
+
+    assert (tmp_path / "runs").read_text() == "run\n"
+    job = store.get_job("long")
+    assert job.attempts == 1 and job.exit_code == 0 and job.last_error is None
+    assert a.poll() is None and b.poll() is None
+    for p in (a, b):
+        assert "recovered" not in WorkerProcs.output(p)
+        p.send_signal(signal.SIGTERM)
+    assert wait_exit(a) == 0 and wait_exit(b) == 0
+
+
+# -- 4. one stop signal drains ------------------------------------------------------------------------
+
+
+def _sigterm(proc):
+    proc.send_signal(signal.SIGTERM)
+
+
+def _sigint_group(proc):
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl+C in the worker's terminal does
+
+
+@pytest.mark.parametrize("stop", [_sigterm, _sigint_group], ids=["sigterm", "sigint-to-group"])
+def test_one_stop_signal_drains_running_job(db, run_cli, store, workers, tmp_path, stop):
+    configure(run_cli)
+    started = safe_path(tmp_path / "started")
+    enqueue(run_cli, id="first", command=f"echo started > {started}; sleep 1.5; echo done")
+    w = workers.start("--name", "w")
+    until(lambda: (tmp_path / "started").exists(), "the job to start", procs=[w])
+    enqueue(run_cli, id="second", command="true")
+    stop(w)
+    assert wait_exit(w) == 0, _logs([w])
+
+    job = store.get_job("first")
+    assert job.state == JobState.COMPLETED and job.exit_code == 0 and job.attempts == 1
+    assert logs_bytes(db, "first").stdout == b"done\n"  # ran to its end, not interrupted
+    second = store.get_job("second")  # a draining worker claims nothing more
+    assert second.state == JobState.PENDING and second.attempts == 0
+    assert status(db)["workers"] == []
+
+
+# -- 5. a second stop signal stops the job and gives it back -------------------------------------------
+
+
+@pytest.mark.parametrize("stop", [_sigterm, _sigint_group], ids=["sigterm-twice", "sigint-twice"])
+def test_second_stop_signal_requeues_running_job(db, run_cli, store, workers, tmp_path, stop):
+    configure(run_cli)
+    enqueue(run_cli, id="j", command=f"echo $$ > {safe_path(tmp_path / 'pid')}; sleep 30")
+    w = workers.start("--name", "w")
+    pgid = until(lambda: read_pid(tmp_path / "pid"), "the job to start", procs=[w])
+    until(lambda: store.get_job("j").pgid == pgid, "the job's process group to be recorded", procs=[w])
+
+    stop(w)
+    forced = False
+    for _ in range(5):
+        # Pace the signals: two that arrive before the handler runs count once. A signal
+        # that was merged so is simply sent again.
+        time.sleep(0.5)
+        assert store.get_job("j").state == JobState.PROCESSING, "one signal must not stop the job"
+        stop(w)
+        try:
+            wait_for(state_is(store, "j", JobState.PENDING), timeout=5, message="the job to be requeued")
+        except AssertionError:
+            continue
+        forced = True
+        break
+    assert forced, _logs([w])
+    assert wait_exit(w) == 0, _logs([w])
+
+    job = store.get_job("j")
+    assert job.state == JobState.PENDING
+    assert job.attempts == 0  # the claim counted one, the requeue gave it back
+    assert job.worker_id is None and job.pgid is None
+    until(lambda: not live_members(pgid), "the job's process group to be gone", timeout=10)
+    assert "second stop request" in WorkerProcs.output(w)
+    assert status(db)["workers"] == []
+
+
+# -- 6. restarts ------------------------------------------------------------------------------------
+
+
+def test_jobs_and_pending_retries_survive_worker_restart(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)  # backoff-base 1: retries 1 s apart
+    d = safe_path(tmp_path)
+    for i in range(5):
+        enqueue(run_cli, id=f"early{i}", command=f"echo early{i} >> {d}/ran")
+    enqueue(run_cli, id="flaky", command=f"test -e {d}/go", max_retries=10)
+    enqueue(run_cli, id="doomed", command="exit 3", max_retries=3)
+
+    a = workers.start("--name", "a")  # started only after the jobs were enqueued
+    until(lambda: all(store.get_job(f"early{i}").state == JobState.COMPLETED for i in range(5))
+          and store.get_job("flaky").state == JobState.FAILED
+          and store.get_job("doomed").state == JobState.FAILED,
+          "the first runs", procs=[a])
+    a.send_signal(signal.SIGTERM)
+    assert wait_exit(a) == 0
+    # Both are waiting for a retry while no worker runs.
+    flaky, doomed = store.get_job("flaky"), store.get_job("doomed")
+    assert flaky.state == JobState.FAILED and flaky.last_error == "exit code 1"
+    assert doomed.state == JobState.FAILED and 1 <= doomed.attempts <= 3
+
+    for i in range(3):
+        enqueue(run_cli, id=f"late{i}", command=f"echo late{i} >> {d}/ran")
+    (tmp_path / "go").touch()
+    b = workers.start("--name", "b", "--burst")
+    assert wait_exit(b, 60) == 0, _logs([b])
+
+    flaky = store.get_job("flaky")
+    assert flaky.state == JobState.COMPLETED and flaky.attempts >= 2
+    doomed = store.get_job("doomed")
+    assert doomed.state == JobState.DEAD and doomed.attempts == 4 and doomed.last_error == "exit code 3"
+    assert sorted((tmp_path / "ran").read_text().split()) == sorted(
+        [f"early{i}" for i in range(5)] + [f"late{i}" for i in range(3)])
+    assert status(db)["jobs"] == {"pending": 0, "processing": 0, "completed": 9, "failed": 0, "dead": 1}
+
+
+# -- 7. large output ------------------------------------------------------------------------------------
+
+
+def test_ten_megabytes_of_output_keep_the_tail(db, run_cli, workers):
+    configure(run_cli, ("output-limit", "65536"))
+    enqueue(run_cli, id="big", command=(
+        "head -c 10000000 /dev/zero | tr '\\0' y >&2; "
+        "head -c 10000000 /dev/zero | tr '\\0' x; printf END"))
+    w = workers.start("--burst")
+    assert wait_exit(w, 60) == 0, _logs([w])
+
+    job = json.loads(queuectl(db, "show", "big", "--json").stdout)
+    assert job["state"] == "completed" and job["exit_code"] == 0
+    r = logs_bytes(db, "big")
+    assert len(r.stdout) == 65536 and r.stdout == b"x" * 65533 + b"END"
+    assert r.stderr == b"y" * 65536
+
+
+# -- 8. output that is not UTF-8 ---------------------------------------------------------------------------
+
+
+def test_non_utf8_output_is_kept_as_bytes(db, run_cli, workers):
+    configure(run_cli)
+    enqueue(run_cli, id="bin", command="printf '\\377\\376abc'; printf '\\377err' >&2")
+    w = workers.start("--burst")
+    assert wait_exit(w) == 0, _logs([w])
+
+    r = logs_bytes(db, "bin")
+    assert r.stdout == b"\xff\xfeabc"
+    assert r.stderr == b"\xfferr"
+    shown = json.loads(queuectl(db, "show", "bin", "--json").stdout)
+    assert shown["state"] == "completed" and shown["exit_code"] == 0
+    logged = json.loads(queuectl(db, "logs", "bin", "--json").stdout)
+    assert logged["stdout"] == "\ufffd\ufffdabc"
+    assert logged["stderr"] == "\ufffderr"
+
+
+# -- 9. timeouts ------------------------------------------------------------------------------------------
+
+
+def test_timeout_kills_grandchild(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)
+    pidfile = safe_path(tmp_path / "grandchild")
+    enqueue(run_cli, id="slow", command=f"sh -c 'sleep 60 & echo $! > {pidfile}; wait'", timeout=1, max_retries=0)
+    w = workers.start("--burst")
+    assert wait_exit(w) == 0, _logs([w])
+
+    job = store.get_job("slow")
+    assert job.state == JobState.DEAD and job.attempts == 1
+    assert job.last_error == "timed out after 1 s"
+    grandchild = read_pid(tmp_path / "grandchild")
+    assert grandchild is not None
+    until(lambda: gone(grandchild), "the grandchild sleep to be gone", timeout=10)
+
+
+# -- 10. worker stop --------------------------------------------------------------------------------------
+
+
+def test_worker_stop_stops_every_local_worker(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)
+    for q in ("qa", "qb"):
+        enqueue(run_cli, id=q, queue=q, command=f"echo started > {safe_path(tmp_path / q)}; sleep 1.5")
+    w1 = workers.start("--name", "w1", "--queue", "qa")
+    w2 = workers.start("--name", "w2", "--queue", "qb")
+    until(lambda: (tmp_path / "qa").exists() and (tmp_path / "qb").exists(), "both jobs to start", procs=[w1, w2])
+
+    # This test process does not reap the workers while `worker stop` runs: an exited
+    # worker that is still a zombie must count as stopped.
+    r = queuectl(db, "worker", "stop")
+    assert sorted(r.stdout.splitlines()) == [f"w1 (pid {w1.pid}): stopped", f"w2 (pid {w2.pid}): stopped"]
+    assert wait_exit(w1) == 0 and wait_exit(w2) == 0
+    for q in ("qa", "qb"):
+        job = store.get_job(q)
+        assert job.state == JobState.COMPLETED and job.exit_code == 0
+    assert status(db)["workers"] == []
+
+
+def test_worker_stop_by_name_unknown_name_and_timeout(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)
+    enqueue(run_cli, id="short", queue="qa", command=f"echo started > {safe_path(tmp_path / 'a')}; sleep 1")
+    enqueue(run_cli, id="long", queue="qb", command=f"echo started > {safe_path(tmp_path / 'b')}; sleep 5")
+    w1 = workers.start("--name", "w1", "--queue", "qa")
+    w2 = workers.start("--name", "w2", "--queue", "qb")
+    until(lambda: (tmp_path / "a").exists() and (tmp_path / "b").exists(), "both jobs to start", procs=[w1, w2])
+
+    r = queuectl(db, "worker", "stop", "nosuch", check=False)
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and "nosuch" in r.stderr
+    assert w1.poll() is None and w2.poll() is None
+
+    r = queuectl(db, "worker", "stop", "w1")
+    assert r.stdout == f"w1 (pid {w1.pid}): stopped\n"
+    assert wait_exit(w1) == 0
+    assert store.get_job("short").state == JobState.COMPLETED
+    assert w2.poll() is None and store.get_job("long").state == JobState.PROCESSING
+
+    r = queuectl(db, "worker", "stop", "--timeout", "0.5", check=False)
+    assert r.returncode == 1
+    assert r.stdout == f"w2 (pid {w2.pid}): timeout\n"
+    assert "still draining after 0.5 s: w2" in r.stderr
+    assert w2.poll() is None  # told to drain, still finishing its job
+    assert wait_exit(w2) == 0
+    job = store.get_job("long")
+    assert job.state == JobState.COMPLETED and job.attempts == 1
+    assert status(db)["workers"] == []
+
+
+# -- 11. burst -------------------------------------------------------------------------------------------
+
+
+def test_burst_waits_for_retries_but_not_delayed_jobs(db, run_cli, store, workers):
+    configure(run_cli)  # backoff-base 1: the retry comes 1 s later
+    idle = workers.start("--burst")
+    assert wait_exit(idle) == 0, _logs([idle])  # nothing to do: exits at once
+
+    enqueue(run_cli, id="ok", command="true")
+    enqueue(run_cli, id="doomed", command="exit 4", max_retries=1)
+    enqueue(run_cli, id="later", command="true", delay=3600)
+    w = workers.start("--burst")
+    assert wait_exit(w, 60) == 0, _logs([w])
+
+    assert store.get_job("ok").state == JobState.COMPLETED
+    doomed = store.get_job("doomed")
+    assert doomed.state == JobState.DEAD and doomed.attempts == 2 and doomed.last_error == "exit code 4"
+    later = store.get_job("later")
+    assert later.state == JobState.PENDING and later.attempts == 0
+
+
+# -- 12. worker names ------------------------------------------------------------------------------------
+
+
+def test_same_name_conflict_then_immediate_takeover(db, run_cli, store, workers, tmp_path):
+    configure(run_cli, ("stale-after", "60"), ("backoff-max", "0"))
+    d = safe_path(tmp_path)
+    enqueue(run_cli, id="held", command=(
+        f'echo $$ > {d}/pid.$QUEUECTL_ATTEMPT; if [ "$QUEUECTL_ATTEMPT" = 1 ]; then sleep 30; fi'))
+    first = workers.start("--name", "same")
+    pgid = until(lambda: read_pid(tmp_path / "pid.1"), "the job to start", procs=[first])
+    until(lambda: store.get_job("held").pgid == pgid, "the job's process group to be recorded", procs=[first])
+
+    second = workers.start("--name", "same")
+    assert wait_exit(second) == 1
+    out = WorkerProcs.output(second)
+    assert out.count("\n") == 1 and out.startswith("queuectl: error: ") and "already running" in out, out
+    assert first.poll() is None and store.get_job("held").state == JobState.PROCESSING
+
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    started = time.monotonic()
+    third = workers.start("--name", "same")
+    until(state_is(store, "held", JobState.COMPLETED), "the new incarnation to recover and rerun the job",
+          procs=[third])
+    assert time.monotonic() - started < 30  # well before stale-after (60 s)
+    job = store.get_job("held")
+    assert job.attempts == 2 and job.exit_code == 0
+    assert store.worker_by_name("same").pid == third.pid
+    log = WorkerProcs.output(third)
+    assert "recovered job held from its previous incarnation (worker lost)" in log, log
+    until(lambda: not live_members(pgid), "the old job's process group to be gone", timeout=10)
+    third.send_signal(signal.SIGTERM)
+    assert wait_exit(third) == 0
+
+
+# -- 13. job environment ---------------------------------------------------------------------------------
+
+
+def test_job_environment_is_scrubbed(db, run_cli, workers, tmp_path):
+    configure(run_cli)
+    enqueue(run_cli, id="envjob", command=f"env > {safe_path(tmp_path / 'env.txt')}")
+    w = workers.start("--burst", env={
+        "NOTIFY_SOCKET": str(tmp_path / "notify.sock"), "WATCHDOG_USEC": "30000000",
+        "WATCHDOG_PID": str(os.getpid()), "QUEUECTL_TEST_MARKER": "kept",
+    })
+    assert wait_exit(w) == 0, _logs([w])
+
+    env = dict(line.split("=", 1) for line in (tmp_path / "env.txt").read_text().splitlines() if "=" in line)
+    for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+        assert name not in env
+    assert env["QUEUECTL_JOB_ID"] == "envjob"
+    assert env["QUEUECTL_ATTEMPT"] == "1"
+    assert env["QUEUECTL_QUEUE"] == "default"
+    assert env["QUEUECTL_TEST_MARKER"] == "kept"  # the rest of the worker's environment is passed on
