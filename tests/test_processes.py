@@ -118,6 +118,20 @@ def status(db: str) -> dict:
     return json.loads(queuectl(db, "status", "--json").stdout)
 
 
+def start_slow_first_attempt(run_cli, store, workers, tmp_path, job_id: str, name: str):
+    """Enqueue a job whose first attempt sleeps 30 s (later ones end at once); start a worker on it.
+
+    Return (worker process, the job's pgid) once the job's process group is recorded.
+    """
+    d = safe_path(tmp_path)
+    enqueue(run_cli, id=job_id, command=(
+        f'echo $$ > {d}/pid.$QUEUECTL_ATTEMPT; if [ "$QUEUECTL_ATTEMPT" = 1 ]; then sleep 30; fi'))
+    worker = workers.start("--name", name)
+    pgid = until(lambda: read_pid(tmp_path / "pid.1"), "the first attempt to start", procs=[worker])
+    until(lambda: store.get_job(job_id).pgid == pgid, "the job's process group to be recorded", procs=[worker])
+    return worker, pgid
+
+
 def safe_path(path) -> str:
     """The path as shell text; these tests only use paths that need no quoting."""
     text = str(path)
@@ -202,12 +216,7 @@ def test_killed_worker_job_recovered_after_stale_after(db, run_cli, store, worke
 
 def test_frozen_worker_is_declared_dead_and_exits_1(db, run_cli, store, workers, tmp_path):
     configure(run_cli, ("backoff-max", "0"))  # stale-after 1.5 s
-    d = safe_path(tmp_path)
-    enqueue(run_cli, id="frozen", command=(
-        f'echo $$ > {d}/pid.$QUEUECTL_ATTEMPT; if [ "$QUEUECTL_ATTEMPT" = 1 ]; then sleep 30; fi'))
-    a = workers.start("--name", "a")
-    pgid = until(lambda: read_pid(tmp_path / "pid.1"), "the first attempt to start", procs=[a])
-    until(lambda: store.get_job("frozen").pgid == pgid, "the job's process group to be recorded", procs=[a])
+    a, pgid = start_slow_first_attempt(run_cli, store, workers, tmp_path, "frozen", "a")
     b = workers.start("--name", "b")
     until(lambda: store.worker_by_name("b"), "worker b to register", procs=[b])
 
@@ -484,12 +493,7 @@ def test_burst_waits_for_retries_but_not_delayed_jobs(db, run_cli, store, worker
 
 def test_same_name_conflict_then_immediate_takeover(db, run_cli, store, workers, tmp_path):
     configure(run_cli, ("stale-after", "60"), ("backoff-max", "0"))
-    d = safe_path(tmp_path)
-    enqueue(run_cli, id="held", command=(
-        f'echo $$ > {d}/pid.$QUEUECTL_ATTEMPT; if [ "$QUEUECTL_ATTEMPT" = 1 ]; then sleep 30; fi'))
-    first = workers.start("--name", "same")
-    pgid = until(lambda: read_pid(tmp_path / "pid.1"), "the job to start", procs=[first])
-    until(lambda: store.get_job("held").pgid == pgid, "the job's process group to be recorded", procs=[first])
+    first, pgid = start_slow_first_attempt(run_cli, store, workers, tmp_path, "held", "same")
 
     second = workers.start("--name", "same")
     assert wait_exit(second) == 1

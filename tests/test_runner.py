@@ -4,7 +4,6 @@ import os
 import signal
 import time
 
-import pytest
 
 from queuectl import procs
 from queuectl.runner import Runner, job_environment, run
