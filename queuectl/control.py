@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from queuectl import procs
+from queuectl import procs, units
 from queuectl.errors import NotFound
 from queuectl.models import WorkerInfo
 
@@ -39,28 +39,37 @@ def select_workers(workers: Sequence[WorkerInfo], names: Sequence[str]) -> list[
 
 def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None,
                  sleep: Callable[[float], None] = time.sleep) -> list[StopResult]:
-    """Ask each worker to drain (SIGTERM) and wait up to `timeout` seconds (None: forever) for all to exit.
+    """Ask each worker to drain and wait up to `timeout` seconds (None: forever) for all to exit.
 
-    Only a process whose pid and start time match the registration is signalled, so a
-    recycled pid is never hit.
+    A worker that runs under a systemd unit is stopped through `systemctl stop`, so
+    systemd knows the stop was asked for and does not restart it; it is done when the
+    unit is inactive. Any other worker gets SIGTERM, and only if its pid and start time
+    match the registration, so a recycled pid is never hit. Raises QueuectlError if
+    systemctl refuses (for example without root).
     """
+    under_systemd = units.systemd_booted()
     live, results = [], []
+    by_unit = [w for w in workers if w.unit and under_systemd]
+    units.stop([w.unit for w in by_unit])
+    live += [(w, lambda w=w: units.is_stopped(w.unit)) for w in by_unit]
     for w in workers:
+        if w in by_unit:
+            continue
         if procs.owner_alive(w.host, w.boot_id, w.pid, w.pid_start):
             try:
                 os.kill(w.pid, signal.SIGTERM)
-                live.append(w)
+                live.append((w, lambda w=w: not procs.process_alive(w.pid, w.pid_start)))
                 continue
             except ProcessLookupError:
                 pass
         results.append(StopResult(w.name, w.pid, "not running"))
     deadline = None if timeout is None else time.monotonic() + timeout
     while live:
-        still = [w for w in live if procs.process_alive(w.pid, w.pid_start)]
-        results += [StopResult(w.name, w.pid, "stopped") for w in live if w not in still]
-        live = still
+        done = [(w, gone) for w, gone in live if gone()]
+        results += [StopResult(w.name, w.pid, "stopped") for w, _ in done]
+        live = [item for item in live if item not in done]
         if live and deadline is not None and time.monotonic() >= deadline:
-            results += [StopResult(w.name, w.pid, "timeout") for w in live]
+            results += [StopResult(w.name, w.pid, "timeout") for w, _ in live]
             break
         if live:
             sleep(0.1)

@@ -85,6 +85,7 @@ class SqliteStore:
     def __init__(self, path: str, *, durable: bool = True, busy_timeout: float = BUSY_TIMEOUT):
         self.path = os.path.abspath(path)
         _check_path(self.path)
+        _create_file(self.path)
         try:
             self.conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None)
         except sqlite3.Error as e:
@@ -531,6 +532,21 @@ def _check_path(path: str) -> None:
         raise InvalidInput(f"cannot write to database directory {directory} (permission denied)")
     if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
         raise InvalidInput(f"cannot read and write database {path} (permission denied)")
+
+
+def _create_file(path: str) -> None:
+    """Create an empty database file with mode 0666 less the umask, if there is none.
+
+    SQLite itself creates new databases 0644 whatever the umask, and gives the -wal and
+    -shm files the database's mode; creating the file first lets a group share it
+    (a service with UMask=0007 makes it 0660).
+    """
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise InvalidInput(f"cannot create database {path}: {e.strerror}") from None
 
 
 def default_db_path() -> str:

@@ -17,8 +17,9 @@ from typing import Callable, Sequence
 
 from queuectl import procs
 from queuectl import settings as settings_mod
-from queuectl.errors import Conflict, InvalidConfig, InvalidInput, QueuectlError
+from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, QueuectlError
 from queuectl.models import one_line
+from queuectl.notify import Notifier
 from queuectl.runner import Runner, job_environment
 from queuectl.signals import drain, on_stop
 from queuectl.store import Outcome, SqliteStore
@@ -73,6 +74,7 @@ class Worker:
     worker_id: int | None = None
     stats: Stats = field(default_factory=Stats)
     stop_requests: int = 0
+    notifier: Notifier = field(default_factory=Notifier)
 
     def __post_init__(self) -> None:
         check_name(self.name)
@@ -81,6 +83,7 @@ class Worker:
         self.config = self._load_settings()
         self.runner = Runner(self.config["output-limit"], clock=self.monotonic)
         self._forced: set[str] = set()  # jobs stopped by a second signal: requeued, not failed
+        self._unrecorded: list = []  # (job id, RunResult) of ended jobs not yet written
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -89,6 +92,7 @@ class Worker:
         with on_stop(self.request_stop) as wake:
             self.runner.add_wake_fd(wake.fileno())
             self.register()
+            self.notifier.ready(self._status_line())
             code = None
             try:
                 code = self._loop(wake)
@@ -137,43 +141,83 @@ class Worker:
         announced = 0
         while True:
             if self.stop_requests > announced:
-                announced = self.stop_requests
-                if announced == 1:
-                    log.info("stop requested: draining %d running job(s); a second signal stops them",
-                             len(self.runner.running))
-            if self.stop_requests >= 2 and self.runner.running and not self._forced:
-                log.warning("second stop request: terminating %d running job(s) and requeueing them",
-                            len(self.runner.running))
-                self._forced.update(self.runner.running)
-                self.runner.stop_all(signal.SIGTERM)
-            now = self.monotonic()
-            if now >= next_beat:
-                if not self.store.heartbeat(self.worker_id, self.clock()):
-                    log.error("worker %s was declared dead by another worker and its jobs were recovered; exiting",
-                              self.name)
-                    self.runner.stop_all(signal.SIGKILL)
-                    return EXIT_LOST
-                self._reload_settings()
-                self.recover_stale()
-                next_beat = now + self.config["heartbeat-interval"]
-            stopping = self.stop_requests > 0
-            claimed = 0 if stopping else self._claim_and_start()
-            if not self.runner.running and not claimed:
-                if stopping:
-                    log.info("worker %s stopped: %d done, %d failed", self.name, self.stats.done, self.stats.failed)
-                    return EXIT_OK
-                if self.burst and not self.store.has_work(self.queues, self.clock()):
-                    log.info("worker %s: no more work (burst): %d done, %d failed",
-                             self.name, self.stats.done, self.stats.failed)
-                    return EXIT_OK
-            wait = max(0.0, next_beat - self.monotonic())
-            if not stopping and len(self.runner.running) < self.slots:
-                wait = min(wait, self.config["poll-interval"])
+                announced = self._on_stop_request(announced)
+            try:
+                now = self.monotonic()
+                if now >= next_beat:
+                    if not self._heartbeat():
+                        return EXIT_LOST
+                    next_beat = now + self._beat_interval()
+                self._flush()
+                stopping = self.stop_requests > 0
+                claimed = 0 if stopping else self._claim_and_start()
+                if not self.runner.running and not claimed and not self._unrecorded:
+                    if stopping:
+                        log.info("worker %s stopped: %s", self.name, self._summary())
+                        return EXIT_OK
+                    if self.burst and not self.store.has_work(self.queues, self.clock()):
+                        log.info("worker %s: no more work (burst): %s", self.name, self._summary())
+                        return EXIT_OK
+                wait = max(0.0, next_beat - self.monotonic())
+                if not stopping and len(self.runner.running) < self.slots:
+                    wait = min(wait, self.config["poll-interval"])
+            except DatabaseError as e:
+                # A locked or failing database: keep the jobs running and their results in memory,
+                # send no watchdog ping, and try again shortly. systemd restarts a worker stuck here.
+                log.error("%s; retrying", e)
+                wait = min(1.0, max(0.0, next_beat - self.monotonic()))
+            self.notifier.status(self._status_line())
             finished, woken = self.runner.wait(wait)
             if woken:
                 drain(wake)
             if finished:
-                self._record(finished)
+                self._unrecorded.extend(finished)
+
+    def _on_stop_request(self, announced: int) -> int:
+        if announced == 0:
+            log.info("stop requested: draining %d running job(s); a second signal stops them",
+                     len(self.runner.running))
+            self.notifier.stopping(f"draining {len(self.runner.running)} job(s)")
+        if self.stop_requests >= 2 and self.runner.running and not self._forced:
+            log.warning("second stop request: terminating %d running job(s) and requeueing them",
+                        len(self.runner.running))
+            self._forced.update(self.runner.running)
+            self.runner.stop_all(signal.SIGTERM)
+        return self.stop_requests
+
+    def _heartbeat(self) -> bool:
+        """Write the heartbeat, then ping the watchdog; return False if this worker was declared dead."""
+        if not self.store.heartbeat(self.worker_id, self.clock()):
+            log.error("worker %s was declared dead by another worker and its jobs were recovered; exiting",
+                      self.name)
+            self.runner.stop_all(signal.SIGKILL)
+            return False
+        self.notifier.watchdog()  # only after the database took the heartbeat
+        self._reload_settings()
+        self.recover_stale()
+        return True
+
+    def _beat_interval(self) -> float:
+        """Seconds to the next heartbeat: heartbeat-interval, or less when systemd's watchdog needs pings."""
+        interval = self.config["heartbeat-interval"]
+        if self.notifier.watchdog_interval is not None:
+            interval = min(interval, self.notifier.watchdog_interval)
+        return interval
+
+    def _summary(self) -> str:
+        return f"{self.stats.done} done, {self.stats.failed} failed"
+
+    def _status_line(self) -> str:
+        """One line for systemd's STATUS=: idle or the running jobs, and the counts so far."""
+        running = list(self.runner.running)
+        if self.stop_requests:
+            head = f"draining {len(running)} job(s)"
+        elif running:
+            head = f"running {len(running)}/{self.slots} job(s)"
+        else:
+            head = f"idle, {self.slots} slot(s)"
+        ids = f": {', '.join(running[:5])}{', ...' if len(running) > 5 else ''}" if running else ""
+        return f"{head}{ids}; {self._summary()}"
 
     def _claim_and_start(self) -> int:
         free = self.slots - len(self.runner.running)
@@ -193,7 +237,11 @@ class Worker:
             self.store.record_processes(self.worker_id, started)
         return len(jobs)
 
-    def _record(self, finished) -> None:
+    def _flush(self) -> None:
+        """Write the results of ended jobs; on a database error they stay for the next try."""
+        if not self._unrecorded:
+            return
+        finished = self._unrecorded
         now = self.clock()
         forced = [key for key, _ in finished if key in self._forced]
         if forced:
@@ -205,9 +253,9 @@ class Worker:
             Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr)
             for key, r in finished if key not in forced
         ]
-        if not outcomes:
-            return
-        states = self.store.finish(self.worker_id, outcomes, now)
+        self._unrecorded = [(k, r) for k, r in finished if k not in forced]
+        states = self.store.finish(self.worker_id, outcomes, now) if outcomes else []
+        self._unrecorded = []
         for outcome, state in zip(outcomes, states):
             if state is None:
                 log.warning("job %s was taken from this worker (recovered elsewhere); its result is dropped",

@@ -36,6 +36,8 @@ class QueuectlGroup(click.Group):
         try:
             rv = super().main(args, prog_name or "queuectl", standalone_mode=False, **extra)
         except click.UsageError as e:
+            if _from_environment(e):  # e.g. a unit's environment file: restarting will not fix it
+                _fail(f"{e.format_message()} (from the environment)", exit_code_for(InvalidConfig()))
             hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
             _fail(e.format_message() + hint, e.exit_code)
         except click.ClickException as e:
@@ -45,6 +47,14 @@ class QueuectlGroup(click.Group):
         except QueuectlError as e:
             _fail(str(e), exit_code_for(e))
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _from_environment(error: click.UsageError) -> bool:
+    """Return True if the bad value came from an environment variable."""
+    param = getattr(error, "param", None)
+    if error.ctx is None or param is None or param.name is None:
+        return False
+    return error.ctx.get_parameter_source(error.param.name) == click.core.ParameterSource.ENVIRONMENT
 
 
 def _fail(message: str, code: int):
@@ -68,7 +78,8 @@ def cli(ctx: click.Context, db: str | None) -> None:
       queuectl status
       queuectl dlq list
     """
-    ctx.obj = App(db)
+    source = ctx.get_parameter_source("db")
+    ctx.obj = App(db, "environment" if source == click.core.ParameterSource.ENVIRONMENT else "option")
 
 
 for _module in (jobs, worker, dlq, config):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import click
 
+from queuectl.errors import InvalidConfig, InvalidInput
 from queuectl.store import SqliteStore, default_db_path
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout, nothing else.")
@@ -15,21 +16,41 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON o
 
 @dataclass
 class App:
-    """The context object: the --db value, and the store once a command opens it."""
+    """The context object: the database path and where it came from, and the store once opened.
+
+    `db_source` is "option", "environment" or "default". A path that cannot be used is
+    bad input when given as an option (exit 2) but a configuration error when it came
+    from the environment, as in a service's unit or environment file (exit 78).
+    """
 
     db: str | None
+    db_source: str = "option"
     _store: SqliteStore | None = field(default=None, repr=False)
+
+    def db_path(self) -> str:
+        """Return the database path in force."""
+        return self.db or default_db_path()
 
     def store(self, durable: bool = True) -> SqliteStore:
         """Open the database (creating it, and the default directory, on first use)."""
         if self._store is None:
-            path = self.db
-            if not path:
-                path = default_db_path()
+            path = self.db_path()
+            if not self.db:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-            self._store = SqliteStore(path, durable=durable)
-            click.get_current_context().call_on_close(self._store.close)
+            try:
+                self._store = SqliteStore(path, durable=durable)
+            except InvalidInput as e:
+                if self.db_source == "environment":
+                    raise InvalidConfig(f"{e} (from QUEUECTL_DB)") from None
+                raise
+            click.get_current_context().call_on_close(self.close)
         return self._store
+
+    def close(self) -> None:
+        """Close the store if it is open."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
 
 pass_app = click.make_pass_decorator(App)

@@ -157,8 +157,14 @@ def status(app, as_json):
     for per_state in counts.values():
         for s, n in per_state.items():
             totals[s] += n
+    from queuectl import units
+
+    unit_states = units.show()
     if as_json:
-        print_json({"jobs": totals, "queues": counts, "workers": [w.to_dict(now) for w in workers]})
+        print_json({"jobs": totals, "queues": counts, "workers": [w.to_dict(now) for w in workers],
+                    "units": [{"unit": u["Id"], "active_state": u.get("ActiveState"), "sub_state": u.get("SubState"),
+                               "n_restarts": int(u.get("NRestarts") or 0), "status_text": u.get("StatusText", ""),
+                               "main_pid": int(u.get("MainPID") or 0)} for u in unit_states]})
         return
     click.echo("Jobs")
     print_table(["STATE", "COUNT"], [[s, n] for s, n in totals.items()])
@@ -175,6 +181,11 @@ def status(app, as_json):
             rows.append([d["name"], d["pid"], d["host"], f"{d['busy']}/{d['slots']}",
                          f"{d['heartbeat_age']:.1f}s", ",".join(d["jobs"]) or "-"])
         print_table(["NAME", "PID", "HOST", "BUSY", "HEARTBEAT", "JOBS"], rows)
+    if unit_states:
+        click.echo(f"\nUnits ({len(unit_states)})")
+        print_table(["UNIT", "ACTIVE", "SUB", "RESTARTS", "STATUS"],
+                    [[u["Id"], u.get("ActiveState"), u.get("SubState"), u.get("NRestarts"), u.get("StatusText")]
+                     for u in unit_states])
 
 
 def register(group: click.Group) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import logging
+import os
 import sys
 
 import click
 
 from queuectl.cli.common import pass_app
-from queuectl.errors import QueuectlError
+from queuectl.errors import InvalidInput, QueuectlError
 
 
 @click.group(no_args_is_help=False)
@@ -24,32 +24,57 @@ def worker():
 
 @worker.command()
 @click.option("--count", "-c", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Jobs run at once (slots).")
-@click.option("--queue", "-q", "queues", multiple=True, metavar="NAME",
-              help="Take jobs from this queue only; repeat for several (default: every queue).")
+              envvar="QUEUECTL_WORKER_COUNT", help="Jobs run at once (slots) [env QUEUECTL_WORKER_COUNT].")
+@click.option("--queue", "-q", "queues", multiple=True, metavar="NAME", envvar="QUEUECTL_WORKER_QUEUES",
+              help="Take jobs from this queue only; repeat for several (default: every queue)"
+                   " [env QUEUECTL_WORKER_QUEUES, space-separated].")
 @click.option("--burst", is_flag=True, help="Exit 0 once no job is ready, waiting for a retry, or running.")
-@click.option("--name", metavar="NAME", help="Worker name, unique among live workers [default: HOST-PID].")
+@click.option("--name", metavar="NAME", envvar="QUEUECTL_WORKER_NAME",
+              help="Worker name, unique among live workers [default: HOST-PID].")
+@click.option("--daemon", is_flag=True, help="Detach from the terminal (for hosts without systemd).")
+@click.option("--pidfile", type=click.Path(dir_okay=False), help="With --daemon: write the worker's pid here.")
+@click.option("--log-file", type=click.Path(dir_okay=False),
+              help="With --daemon: append the log here [default: worker-NAME.log beside the database].")
 @pass_app
-def start(app, count, queues, burst, name):
-    """Run a worker in the foreground until stopped.
+def start(app, count, queues, burst, name, daemon, pidfile, log_file):
+    """Run a worker until stopped: in the foreground, as a systemd service, or detached (--daemon).
 
-    SIGTERM, Ctrl+C or `queuectl worker stop` drain it: it claims nothing more, lets
-    running jobs finish and exits 0. A second signal stops running jobs and puts them
-    back to pending without using an attempt.
+    SIGTERM, Ctrl+C, `queuectl worker stop` or `systemctl stop` drain it: it claims
+    nothing more, lets running jobs finish and exits 0. A second signal stops running
+    jobs and puts them back to pending without using an attempt. Under systemd
+    (NOTIFY_SOCKET set) it reports READY, STATUS and STOPPING and pings the watchdog.
 
     \b
     Examples:
       queuectl worker start --count 4
       queuectl worker start --queue build --queue deploy --name builder
       queuectl worker start --burst
+      queuectl worker start --daemon --pidfile /run/user/1000/queuectl.pid
     """
+    from queuectl import logsetup
     from queuectl.worker import Worker, check_name, default_name
 
     name = check_name(name) if name is not None else default_name()  # --name '' is an error, not the default
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s queuectl-worker[%(process)d] %(levelname)s %(message)s")
-    w = Worker(app.store(durable=False), name=name, slots=count, queues=tuple(dict.fromkeys(queues)), burst=burst)
-    sys.exit(w.run())
+    queues = tuple(dict.fromkeys(q for arg in queues for q in arg.split(",") if q))
+    if (pidfile or log_file) and not daemon:
+        raise InvalidInput("--pidfile and --log-file go with --daemon")
+
+    def make_worker():
+        return Worker(app.store(durable=False), name=name, slots=count, queues=queues, burst=burst,
+                      unit=os.environ.get("QUEUECTL_UNIT") or None)
+
+    if daemon:
+        if os.environ.get("NOTIFY_SOCKET"):
+            raise InvalidInput("--daemon cannot run under systemd (NOTIFY_SOCKET is set): the unit starts the"
+                               " worker in the foreground")
+        make_worker()  # check the database and settings while errors can still reach the terminal
+        app.close()
+        log_file = os.path.abspath(log_file or os.path.join(os.path.dirname(app.db_path()), f"worker-{name}.log"))
+        from queuectl.daemonize import detach
+
+        detach(pidfile and os.path.abspath(pidfile), log_file)  # from here on we are the daemon
+    logsetup.configure()
+    sys.exit(make_worker().run())
 
 
 @worker.command()

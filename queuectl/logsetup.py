@@ -1,0 +1,50 @@
+"""Worker logging: plain timestamped lines in a terminal, sd-daemon(3) priority prefixes under systemd."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Mapping, TextIO
+
+#: syslog priorities by logging level (sd-daemon(3): "<3>" error, "<4>" warning, "<6>" info, "<7>" debug).
+PRIORITIES = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
+
+
+class PriorityFormatter(logging.Formatter):
+    """Prefix each line with its syslog priority, so `journalctl -p` can filter; journald adds the time."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        prio = PRIORITIES.get(record.levelno, 6)
+        return "\n".join(f"<{prio}>{line}" for line in super().format(record).splitlines() or [""])
+
+
+def stderr_is_journal(environ: Mapping[str, str] = os.environ, stream: TextIO | None = None) -> bool:
+    """Return True if stderr is connected to the journal.
+
+    Rule from systemd.exec(5), $JOURNAL_STREAM: it holds "DEVICE:INODE" of the journal
+    stream, to compare with fstat() of stderr (a redirected stderr no longer matches).
+    """
+    value = environ.get("JOURNAL_STREAM", "")
+    try:
+        dev, ino = (int(x) for x in value.split(":"))
+        st = os.fstat((stream or sys.stderr).fileno())
+    except (ValueError, OSError, AttributeError):
+        return False
+    return (st.st_dev, st.st_ino) == (dev, ino)
+
+
+def configure(stream: TextIO | None = None, journal: bool | None = None) -> None:
+    """Send the worker's log records (INFO and up) to `stream` (default stderr)."""
+    stream = stream or sys.stderr
+    if journal is None:
+        journal = stderr_is_journal(stream=stream)
+    handler = logging.StreamHandler(stream)
+    if journal:
+        handler.setFormatter(PriorityFormatter("%(message)s"))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s queuectl-worker[%(process)d] %(levelname)s %(message)s"))
+    root = logging.getLogger("queuectl")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
