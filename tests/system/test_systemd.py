@@ -1,0 +1,174 @@
+"""queuectl-worker@.service under a real systemd: readiness, draining stops, watchdog and crash restarts."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .conftest import DB
+
+pytestmark = pytest.mark.system
+
+
+def q(c, *args, check=True, user=None):
+    """Run the installed queuectl inside the container against the service's database."""
+    return c.run("queuectl", *args, env={"QUEUECTL_DB": DB}, check=check, user=user)
+
+
+def until(predicate, what: str, timeout: float = 60.0, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def start(c, *instances: str) -> None:
+    c.run("systemctl", "start", *[f"queuectl-worker@{i}" for i in instances], timeout=60)
+    for i in instances:
+        assert c.show(f"queuectl-worker@{i}", "ActiveState")["ActiveState"] == "active"
+
+
+def job(c, job_id: str):
+    return json.loads(q(c, "show", job_id, "--json").stdout)
+
+
+def state_is(c, job_id: str, state: str):
+    return lambda: job(c, job_id)["state"] == state
+
+
+def enqueue(c, **fields) -> None:
+    q(c, "enqueue", json.dumps(fields))
+
+
+def main_pid(c, instance: str) -> int:
+    return int(c.show(f"queuectl-worker@{instance}", "MainPID")["MainPID"])
+
+
+def test_two_instances_run_20_jobs_and_status_shows_their_units(sysd):
+    c = sysd
+    start(c, "1", "2")
+    lines = "\n".join(json.dumps({"id": f"j{i}", "command": f"sleep 0.2; echo {i}; id -un"}) for i in range(20))
+    c.run("queuectl", "enqueue", "--file", "-", env={"QUEUECTL_DB": DB}, input=lines)
+    until(lambda: json.loads(q(c, "status", "--json").stdout)["jobs"]["completed"] == 20, "20 completed jobs")
+    assert q(c, "logs", "j7").stdout == "7\nqueuectl\n"  # ran as the service's user
+    status = json.loads(q(c, "status", "--json").stdout)
+    assert sorted(w["name"] for w in status["workers"]) == ["1", "2"]
+    assert {w["unit"] for w in status["workers"]} == {"queuectl-worker@1.service", "queuectl-worker@2.service"}
+    units = {u["unit"]: u for u in status["units"]}
+    for name in ("queuectl-worker@1.service", "queuectl-worker@2.service"):
+        assert units[name]["active_state"] == "active" and units[name]["sub_state"] == "running"
+        assert units[name]["status_text"].startswith("idle, 1 slot(s);"), units[name]
+    done = sum(int(u["status_text"].split("; ")[1].split()[0]) for u in units.values())
+    assert done == 20  # both StatusTexts count what their instance ran
+    text = q(c, "status").stdout
+    assert "Units (2)" in text and "queuectl-worker@1.service  active  running" in text
+
+
+def test_systemctl_stop_drains_the_running_job_and_does_not_restart(sysd):
+    c = sysd
+    start(c, "1")
+    enqueue(c, id="long", command="sleep 10; echo finished")
+    until(state_is(c, "long", "processing"), "the job to start")
+    began = time.monotonic()
+    c.run("systemctl", "stop", "queuectl-worker@1", timeout=120)  # returns once the unit has stopped
+    assert time.monotonic() - began > 5  # it waited for the job rather than killing it
+    info = job(c, "long")
+    assert (info["state"], info["attempts"]) == ("completed", 1)
+    assert q(c, "logs", "long").stdout == "finished\n"
+    props = c.show("queuectl-worker@1", "ActiveState", "Result", "NRestarts", "ExecMainStatus")
+    assert props == {"ActiveState": "inactive", "Result": "success", "NRestarts": "0", "ExecMainStatus": "0"}
+    assert "STOPPING" not in c.journal("queuectl-worker@1")  # notify messages are not log lines
+    assert "stop requested: draining 1 running job(s)" in c.journal("queuectl-worker@1")
+    time.sleep(3)  # longer than RestartSec: no restart follows a requested stop
+    assert c.show("queuectl-worker@1", "ActiveState")["ActiveState"] == "inactive"
+
+
+def watchdog_dropin(c, seconds: int) -> None:
+    """A site's drop-in shortening the watchdog, as `systemctl edit` would write it."""
+    c.write("/etc/systemd/system/queuectl-worker@.service.d/watchdog.conf",
+            f"[Service]\nWatchdogSec={seconds}s\nTimeoutAbortSec=3s\n")
+    c.run("systemctl", "daemon-reload")
+
+
+def slow_first_attempt(c, job_id: str) -> None:
+    """A job whose first attempt takes 60 s and later ones end at once."""
+    enqueue(c, id=job_id, command='if [ "$QUEUECTL_ATTEMPT" = 1 ]; then sleep 60; fi; echo "attempt $QUEUECTL_ATTEMPT"')
+    until(lambda: job(c, job_id)["state"] == "processing", "the job to start")
+
+
+def assert_recovered_by_next_incarnation(c, job_id: str, began: float) -> None:
+    until(state_is(c, job_id, "completed"), "the job to be recovered and completed", timeout=25)
+    # stale-after is 30 s by default: the new incarnation recovered its predecessor's job at once
+    assert time.monotonic() - began < 25
+    info = job(c, job_id)
+    assert info["attempts"] == 2
+    assert q(c, "logs", job_id).stdout == "attempt 2\n"
+    assert f"recovered job {job_id} from its previous incarnation (worker lost)" in c.journal("queuectl-worker@1")
+    until(lambda: c.show("queuectl-worker@1", "ActiveState")["ActiveState"] == "active", "the unit to run again")
+    assert int(c.show("queuectl-worker@1", "NRestarts")["NRestarts"]) >= 1
+
+
+def test_a_hung_worker_is_killed_by_the_watchdog_restarted_and_its_job_recovered(sysd):
+    c = sysd
+    watchdog_dropin(c, 3)
+    start(c, "1")
+    slow_first_attempt(c, "hung")
+    first = main_pid(c, "1")
+    began = time.monotonic()
+    c.run("kill", "-STOP", str(first))  # alive but silent: no heartbeat, so no watchdog ping
+    until(lambda: "Failed with result 'watchdog'" in c.journal("queuectl-worker@1"), "systemd's watchdog",
+          timeout=30)
+    assert_recovered_by_next_incarnation(c, "hung", began)
+    assert main_pid(c, "1") != first
+
+
+def test_a_killed_worker_is_restarted_and_its_job_recovered(sysd):
+    c = sysd
+    start(c, "1")
+    slow_first_attempt(c, "killed")
+    first = main_pid(c, "1")
+    began = time.monotonic()
+    c.run("systemctl", "kill", "-s", "KILL", "queuectl-worker@1")
+    until(lambda: main_pid(c, "1") not in (0, first), "a new incarnation")
+    assert_recovered_by_next_incarnation(c, "killed", began)
+    assert "sleep 60" not in c.run("ps", "-eo", "args").stdout  # the old attempt's processes are gone
+
+
+def test_queuectl_worker_stop_stops_every_instance_through_systemctl(sysd):
+    c = sysd
+    start(c, "1", "2")
+    enqueue(c, id="drained", command="sleep 3; echo ok")
+    until(state_is(c, "drained", "processing"), "the job to start")
+    pids = {i: main_pid(c, i) for i in ("1", "2")}
+    out = q(c, "worker", "stop").stdout
+    assert sorted(out.splitlines()) == [f"{i} (pid {pids[i]}): stopped" for i in ("1", "2")]
+    assert state_is(c, "drained", "completed")()
+    for i in ("1", "2"):
+        props = c.show(f"queuectl-worker@{i}", "ActiveState", "Result", "NRestarts")
+        assert props == {"ActiveState": "inactive", "Result": "success", "NRestarts": "0"}
+    assert json.loads(q(c, "status", "--json").stdout)["workers"] == []
+
+
+def test_a_bad_configuration_exits_78_and_is_not_restarted(sysd):
+    c = sysd
+    c.write("/etc/queuectl/worker-3.env", "QUEUECTL_WORKER_COUNT=0\n")
+    c.run("systemctl", "start", "queuectl-worker@3", check=False)
+    until(lambda: c.show("queuectl-worker@3", "ActiveState")["ActiveState"] == "failed", "the unit to fail")
+    time.sleep(3)  # longer than RestartSec
+    props = c.show("queuectl-worker@3", "ActiveState", "Result", "NRestarts", "ExecMainStatus")
+    assert props == {"ActiveState": "failed", "Result": "exit-code", "NRestarts": "0", "ExecMainStatus": "78"}
+    assert "QUEUECTL_WORKER_COUNT" in c.journal("queuectl-worker@3") or "--count" in c.journal("queuectl-worker@3")
+
+
+def test_per_instance_environment_file_sets_slots_and_queues(sysd):
+    c = sysd
+    c.write("/etc/queuectl/worker-4.env", "QUEUECTL_WORKER_COUNT=3\nQUEUECTL_WORKER_QUEUES=build deploy\n")
+    start(c, "4")
+    [w] = json.loads(q(c, "status", "--json").stdout)["workers"]
+    assert (w["name"], w["slots"], sorted(w["queues"])) == ("4", 3, ["build", "deploy"])
