@@ -67,7 +67,10 @@ def start(app, count, queues, burst, name, daemon, pidfile, log_file):
         if os.environ.get("NOTIFY_SOCKET"):
             raise InvalidInput("--daemon cannot run under systemd (NOTIFY_SOCKET is set): the unit starts the"
                                " worker in the foreground")
-        make_worker()  # check the database and settings while errors can still reach the terminal
+        # Check the database and settings while errors can still reach the terminal. Close the
+        # check's selector now: the daemon closes every inherited fd, and a late garbage collection
+        # of this epoll object would then close the daemon's own selector, reusing the same number.
+        make_worker().runner.close()
         app.close()
         log_file = os.path.abspath(log_file or os.path.join(os.path.dirname(app.db_path()), f"worker-{name}.log"))
         from queuectl.daemonize import detach
