@@ -75,6 +75,7 @@ class JobProcess:
 class SqliteStore:
     """A queuectl database in one SQLite file.
 
+    `defaults` replaces built-in setting defaults (from the site configuration file).
     `durable=True` commits with synchronous=FULL, so a returned enqueue survives power
     loss; workers use durable=False (synchronous=NORMAL in WAL mode): a power loss may then
     forget a claim or a completion, and the job runs again (at least once, never lost).
@@ -82,8 +83,10 @@ class SqliteStore:
     file, DatabaseError when the database cannot be used.
     """
 
-    def __init__(self, path: str, *, durable: bool = True, busy_timeout: float = BUSY_TIMEOUT):
+    def __init__(self, path: str, *, durable: bool = True, busy_timeout: float = BUSY_TIMEOUT,
+                 defaults: dict[str, Any] | None = None):
         self.path = os.path.abspath(path)
+        self.defaults = {**settings_mod.defaults(), **(defaults or {})}
         _check_path(self.path)
         _create_file(self.path)
         try:
@@ -469,7 +472,7 @@ class SqliteStore:
             return self._settings(self.conn)
 
     def _settings(self, c, skip: str | None = None) -> dict[str, Any]:
-        values = settings_mod.defaults()
+        values = dict(self.defaults)
         for r in c.execute("SELECT key, value FROM config WHERE key IS NOT ?", (skip,)):
             try:
                 values[r["key"]] = settings_mod.parse_value(r["key"], json.loads(r["value"]))

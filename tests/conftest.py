@@ -58,6 +58,9 @@ def run_cli(db) -> Cli:
     return Cli(db)
 
 
+# Tests never read the host's /etc/queuectl/queuectl.conf (their own processes inherit this too).
+os.environ["QUEUECTL_CONFIG"] = ""
+
 QUEUECTL = [sys.executable, "-m", "queuectl"]
 
 

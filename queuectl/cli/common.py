@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import click
 
+from queuectl import conffile
+from queuectl.conffile import SiteConfig
 from queuectl.errors import InvalidConfig, InvalidInput
 from queuectl.store import SqliteStore, default_db_path
 
@@ -18,30 +20,47 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON o
 class App:
     """The context object: the database path and where it came from, and the store once opened.
 
-    `db_source` is "option", "environment" or "default". A path that cannot be used is
-    bad input when given as an option (exit 2) but a configuration error when it came
-    from the environment, as in a service's unit or environment file (exit 78).
+    The path is --db, else QUEUECTL_DB, else `db` in /etc/queuectl/queuectl.conf, else the
+    XDG default. A path that cannot be used is bad input when given as an option (exit 2)
+    but a configuration error when it came from the environment (a unit's environment
+    file) or the configuration file (exit 78).
     """
 
     db: str | None
     db_source: str = "option"
+    _site: SiteConfig | None = field(default=None, repr=False)
     _store: SqliteStore | None = field(default=None, repr=False)
+
+    def site(self) -> SiteConfig:
+        """The site configuration file's contents (read once; raises InvalidConfig)."""
+        if self._site is None:
+            self._site = conffile.load()
+        return self._site
 
     def db_path(self) -> str:
         """Return the database path in force."""
-        return self.db or default_db_path()
+        if self.db:
+            return self.db
+        site = self.site()
+        if site.db:
+            self.db_source = "config"
+            return site.db
+        self.db_source = "default"
+        return default_db_path()
 
     def store(self, durable: bool = True) -> SqliteStore:
         """Open the database (creating it, and the default directory, on first use)."""
         if self._store is None:
             path = self.db_path()
-            if not self.db:
+            if self.db_source == "default":
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
-                self._store = SqliteStore(path, durable=durable)
+                self._store = SqliteStore(path, durable=durable, defaults=self.site().defaults)
             except InvalidInput as e:
                 if self.db_source == "environment":
                     raise InvalidConfig(f"{e} (from QUEUECTL_DB)") from None
+                if self.db_source == "config":
+                    raise InvalidConfig(f"{e} (from {self.site().path})") from None
                 raise
             click.get_current_context().call_on_close(self.close)
         return self._store

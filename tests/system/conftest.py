@@ -15,7 +15,6 @@ import pytest
 from .container import Container, missing_prerequisites
 
 REPO = Path(__file__).resolve().parents[2]
-DB = "/var/lib/queuectl/queuectl.db"
 LAUNCHER = """#!/usr/bin/python3
 # queuectl from the source tree under test, run by Debian's python3 with Debian's libraries.
 import sys
@@ -62,6 +61,7 @@ def source_install(booted):
     c.write("/usr/bin/queuectl", LAUNCHER, 0o755)
     for unit in (REPO / "systemd").iterdir():
         c.write(f"/etc/systemd/system/{unit.name}", unit.read_text())
+    c.write("/etc/queuectl/queuectl.conf", (REPO / "packaging" / "queuectl.conf").read_text())
     c.run("useradd", "--system", "--home-dir", "/var/lib/queuectl", "--shell", "/usr/sbin/nologin", "queuectl")
     c.run("systemctl", "daemon-reload")
     return c
@@ -74,5 +74,6 @@ def sysd(source_install):
     yield c
     c.run("systemctl", "stop", "queuectl-worker@*.service", check=False, timeout=120)
     c.run("systemctl", "reset-failed", "queuectl-worker@*.service", check=False)
-    c.run("sh", "-c", "rm -rf /var/lib/queuectl/* /etc/queuectl /etc/systemd/system/queuectl-worker@.service.d")
+    c.run("sh", "-c", "rm -rf /var/lib/queuectl/* /etc/queuectl/worker-*.env"
+                      " /etc/systemd/system/queuectl-worker@.service.d")
     c.run("systemctl", "daemon-reload")

@@ -7,14 +7,12 @@ import time
 
 import pytest
 
-from .conftest import DB
-
 pytestmark = pytest.mark.system
 
 
 def q(c, *args, check=True, user=None):
-    """Run the installed queuectl inside the container against the service's database."""
-    return c.run("queuectl", *args, env={"QUEUECTL_DB": DB}, check=check, user=user)
+    """Run the installed queuectl inside the container (it finds the service's database in queuectl.conf)."""
+    return c.run("queuectl", *args, check=check, user=user)
 
 
 def until(predicate, what: str, timeout: float = 60.0, interval: float = 0.2):
@@ -54,7 +52,7 @@ def test_two_instances_run_20_jobs_and_status_shows_their_units(sysd):
     c = sysd
     start(c, "1", "2")
     lines = "\n".join(json.dumps({"id": f"j{i}", "command": f"sleep 0.2; echo {i}; id -un"}) for i in range(20))
-    c.run("queuectl", "enqueue", "--file", "-", env={"QUEUECTL_DB": DB}, input=lines)
+    c.run("queuectl", "enqueue", "--file", "-", input=lines)
     until(lambda: json.loads(q(c, "status", "--json").stdout)["jobs"]["completed"] == 20, "20 completed jobs")
     assert q(c, "logs", "j7").stdout == "7\nqueuectl\n"  # ran as the service's user
     status = json.loads(q(c, "status", "--json").stdout)

@@ -1,0 +1,66 @@
+"""The site configuration file, /etc/queuectl/queuectl.conf (INI): the system database and setting defaults.
+
+    [queuectl]
+    db = /var/lib/queuectl/queuectl.db
+
+    [defaults]
+    max-retries = 5
+
+`db` applies when neither --db nor QUEUECTL_DB is given. [defaults] replaces the built-in
+default of a setting; a value stored with `queuectl config set` still wins over it.
+QUEUECTL_CONFIG names another file (empty: none).
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from queuectl import settings
+from queuectl.errors import InvalidConfig, InvalidInput
+
+DEFAULT_PATH = "/etc/queuectl/queuectl.conf"
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    """What the file says: `db` (a path or None) and typed setting `defaults` by canonical key."""
+
+    path: str | None = None
+    db: str | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
+    """Read the site configuration file if there is one; raises InvalidConfig if it is malformed."""
+    path = environ.get("QUEUECTL_CONFIG", DEFAULT_PATH)
+    if not path:
+        return SiteConfig()
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        with open(path, encoding="utf-8") as f:
+            parser.read_file(f)
+    except FileNotFoundError:
+        return SiteConfig()
+    except (OSError, UnicodeDecodeError, configparser.Error) as e:
+        raise InvalidConfig(f"cannot read {path}: {' '.join(str(e).split())}") from None
+    problems = [f"[{s}]" for s in parser.sections() if s not in ("queuectl", "defaults")]
+    if parser.has_section("queuectl"):
+        problems += [f"[queuectl] {k}" for k in parser["queuectl"] if k != "db"]
+    if problems:
+        raise InvalidConfig(f"{path}: unknown {', '.join(problems)}; expected [queuectl] db = PATH"
+                            " and [defaults] SETTING = VALUE")
+    db = parser.get("queuectl", "db", fallback=None) or None
+    if db is not None and not os.path.isabs(db):
+        raise InvalidConfig(f"{path}: db must be an absolute path, got {db!r}")
+    defaults = {}
+    if parser.has_section("defaults"):
+        for key, raw in parser.items("defaults"):
+            try:
+                name = settings.canonical_key(key)
+                defaults[name] = settings.parse_value(name, raw)
+            except InvalidInput as e:
+                raise InvalidConfig(f"{path}: [defaults] {e}") from None
+    return SiteConfig(path, db, defaults)
