@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean venv
+.PHONY: demo test bench clean venv deb
 
 venv: $(STAMP)
 
@@ -26,5 +26,18 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The Debian package, built by dpkg-buildpackage from a copy of the tree (tracked and new files)
+# with Debian's own python3; the .deb lands in build/deb/.
+DEB_PATH := /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+DEB_TOOLS := build-essential debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
+             python3-click python3-click-man python3-daemon python3-sdnotify python3-pytest
+deb:
+	@PATH=$(DEB_PATH) command -v dpkg-buildpackage >/dev/null && PATH=$(DEB_PATH) dpkg-checkbuilddeps 2>/dev/null || \
+	  { echo "make deb needs Debian's build tools: apt-get install $(DEB_TOOLS)" >&2; exit 1; }
+	rm -rf build/deb && mkdir -p build/deb/src
+	git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --parents -t build/deb/src
+	cd build/deb/src && PATH=$(DEB_PATH) dpkg-buildpackage -us -uc -b
+	@ls build/deb/*.deb
+
 clean:
-	rm -rf $(VENV) demo-work .pytest_cache
+	rm -rf $(VENV) demo-work .pytest_cache build

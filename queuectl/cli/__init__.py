@@ -62,10 +62,11 @@ def _fail(message: str, code: int):
     sys.exit(code)
 
 
-@click.group(cls=QueuectlGroup, no_args_is_help=False,  # Click 8.2+ would dump the help as an error
+@click.group(cls=QueuectlGroup, no_args_is_help=False, short_help="a durable job queue for shell commands",  # Click 8.2+ would dump the help as an error
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", metavar="PATH", envvar="QUEUECTL_DB",
-              help="SQLite database file [env QUEUECTL_DB; default $XDG_DATA_HOME/queuectl/queuectl.db]")
+              help="SQLite database file [env QUEUECTL_DB; default: db in /etc/queuectl/queuectl.conf,"
+                   " else $XDG_DATA_HOME/queuectl/queuectl.db]")
 @click.version_option(__version__, prog_name="queuectl")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None) -> None:
