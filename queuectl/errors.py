@@ -21,5 +21,9 @@ class InvalidInput(QueuectlError):
     """A job, a config value or an argument is malformed (exit 2)."""
 
 
+class PermissionDenied(InvalidInput):
+    """This user may not use the database (exit 2); never a configuration error, whoever named the path."""
+
+
 class InvalidConfig(QueuectlError):
     """The configuration in force is invalid, so a worker cannot run (exit 78, EX_CONFIG of sysexits.h)."""

@@ -7,6 +7,7 @@ nothing of processes or signals; callers pass the time (`now`, Unix seconds) in.
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import sqlite3
@@ -16,7 +17,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from queuectl import settings as settings_mod
 from queuectl.backoff import backoff_delay
-from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
+from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound, PermissionDenied
 from queuectl.jobspec import NewJob
 from queuectl.models import READY_STATES, Job, JobState, WorkerInfo
 from queuectl.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
@@ -532,9 +533,20 @@ def _check_path(path: str) -> None:
     if os.path.isdir(path):
         raise InvalidInput(f"database path {path} is a directory")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise InvalidInput(f"cannot write to database directory {directory} (permission denied)")
+        raise PermissionDenied(f"permission denied: cannot use database directory {directory}{_group_hint(directory)}")
     if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
-        raise InvalidInput(f"cannot read and write database {path} (permission denied)")
+        raise PermissionDenied(f"permission denied: cannot read and write database {path}{_group_hint(path)}")
+
+
+def _group_hint(path: str) -> str:
+    """Say which group may use `path` when it is group-writable (as /var/lib/queuectl is)."""
+    try:
+        st = os.stat(path)
+        if not st.st_mode & 0o020:
+            return ""
+        return f" (members of group {grp.getgrgid(st.st_gid).gr_name} may use it)"
+    except (OSError, KeyError):
+        return ""
 
 
 def _create_file(path: str) -> None:

@@ -10,7 +10,7 @@ import click
 
 from queuectl import conffile
 from queuectl.conffile import SiteConfig
-from queuectl.errors import InvalidConfig, InvalidInput
+from queuectl.errors import InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store import SqliteStore, default_db_path
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout, nothing else.")
@@ -56,6 +56,8 @@ class App:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
                 self._store = SqliteStore(path, durable=durable, defaults=self.site().defaults)
+            except PermissionDenied:
+                raise
             except InvalidInput as e:
                 if self.db_source == "environment":
                     raise InvalidConfig(f"{e} (from QUEUECTL_DB)") from None

@@ -67,6 +67,7 @@ def start(app, count, queues, burst, name, daemon, pidfile, log_file):
         if os.environ.get("NOTIFY_SOCKET"):
             raise InvalidInput("--daemon cannot run under systemd (NOTIFY_SOCKET is set): the unit starts the"
                                " worker in the foreground")
+        app.db = os.path.abspath(app.db_path())  # the daemon works in /: a relative path must keep its file
         # Check the database and settings while errors can still reach the terminal. Close the
         # check's selector now: the daemon closes every inherited fd, and a late garbage collection
         # of this epoll object would then close the daemon's own selector, reusing the same number.

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import wait_for  # tests/conftest.py
+
 from .container import Container, missing_prerequisites
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,6 +24,11 @@ sys.path.insert(0, "/opt/queuectl-src")
 from queuectl.cli import main
 main()
 """
+
+
+def until(predicate, what: str, timeout: float = 60.0):
+    """Poll `predicate` inside the container until it is truthy; fail after `timeout` seconds."""
+    return wait_for(predicate, timeout=timeout, interval=0.2, message=what)
 
 
 def require(reason: str | None) -> None:
@@ -41,8 +48,9 @@ def debian_python_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def booted():
+    """A freshly booted container for one test module."""
     require(missing_prerequisites())
     container = Container()
     try:
@@ -52,7 +60,7 @@ def booted():
         container.teardown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def source_install(booted):
     """The container with queuectl installed from this source tree: launcher, units, system user."""
     require(debian_python_missing())
@@ -77,3 +85,16 @@ def sysd(source_install):
     c.run("sh", "-c", "rm -rf /var/lib/queuectl/* /etc/queuectl/worker-*.env"
                       " /etc/systemd/system/queuectl-worker@.service.d")
     c.run("systemctl", "daemon-reload")
+
+
+@pytest.fixture(scope="session")
+def deb() -> Path:
+    """The .deb built by `make deb` from this tree (tier-1 tests run inside the build, on Debian's Click)."""
+    require(None if os.geteuid() == 0 else "needs root")
+    proc = subprocess.run(["make", "-C", str(REPO), "deb"], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        missing = [line for line in proc.stderr.splitlines() if "needs Debian's build tools" in line]
+        require(missing[0] if missing else None)
+        raise AssertionError(f"make deb failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    [package] = sorted((REPO / "build" / "deb").glob("queuectl_*_all.deb"))
+    return package

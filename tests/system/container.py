@@ -71,9 +71,15 @@ class Container:
                 time.sleep(0.2)
         state = ""
         while state not in ("running", "degraded"):
-            state = self.run("systemctl", "is-system-running", "--wait", check=False, timeout=timeout).stdout.strip()
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"container did not finish booting ({state!r}): {self.console()}")
+            try:
+                state = self.run("systemctl", "is-system-running", "--wait", check=False,
+                                 timeout=max(1.0, deadline - time.monotonic())).stdout.strip()
+            except subprocess.TimeoutExpired:
+                state = "timeout"
+            if state not in ("running", "degraded") and time.monotonic() > deadline:
+                jobs = self.run("systemctl", "list-jobs", "--no-pager", check=False, timeout=10).stdout
+                raise RuntimeError(f"container did not finish booting ({state!r}); pending jobs:\n{jobs}"
+                                   f"\nconsole:\n{self.console()}")
 
     def _mount(self, args: list[str], target: Path) -> None:
         subprocess.run(["mount", *args], check=True, capture_output=True)

@@ -7,23 +7,14 @@ import time
 
 import pytest
 
+from .conftest import until
+
 pytestmark = pytest.mark.system
 
 
 def q(c, *args, check=True, user=None):
     """Run the installed queuectl inside the container (it finds the service's database in queuectl.conf)."""
     return c.run("queuectl", *args, check=check, user=user)
-
-
-def until(predicate, what: str, timeout: float = 60.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def start(c, *instances: str) -> None:

@@ -1,0 +1,126 @@
+"""The .deb in a real systemd: install, shared use by group members, upgrade while a job runs, remove, purge.
+
+The tests run in order on one container, as an admin would: install, use, upgrade, remove, purge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from .conftest import REPO, until
+
+pytestmark = pytest.mark.system
+
+SRV = "/srv/queuectl.deb"
+
+
+@pytest.fixture(scope="module")
+def host(booted, deb):
+    """The booted container with the package's file under /srv, and an admin in group queuectl later."""
+    c = booted
+    # Build hosts and images often carry a policy-rc.d that forbids service actions (exit 101);
+    # a server does not, and deb-systemd-invoke obeys it. The overlay hides it from the container only.
+    c.run("rm", "-f", "/usr/sbin/policy-rc.d")
+    (c.root / "srv").mkdir(exist_ok=True)
+    (c.root / "srv" / "queuectl.deb").write_bytes(deb.read_bytes())
+    return c
+
+
+def q(c, *args, user=None, check=True):
+    return c.run("queuectl", *args, user=user, check=check)
+
+
+def apt(c, *args):
+    return c.run("apt-get", "-y", "-q", "--no-install-recommends", *args,
+                 env={"DEBIAN_FRONTEND": "noninteractive"}, timeout=600)
+
+
+def test_version_agrees_with_pyproject_and_the_package(deb):
+    pyproject = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    changelog = re.match(r"queuectl \(([^)]+)\)", (REPO / "debian" / "changelog").read_text()).group(1)
+    package = subprocess.run(["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True).stdout.strip()
+    import queuectl
+
+    assert pyproject == changelog == package == queuectl.__version__
+
+
+def test_install_creates_user_directory_config_and_unit(host):
+    c = host
+    apt(c, "install", SRV)
+    assert c.run("dpkg-query", "-W", "-f", "${Status} ${Version}", "queuectl").stdout.startswith(
+        "install ok installed")
+    assert c.run("id", "-u", "queuectl").returncode == 0
+    assert c.run("getent", "group", "queuectl").returncode == 0
+    assert c.run("stat", "-c", "%a %U %G", "/var/lib/queuectl").stdout.split() == ["2770", "queuectl", "queuectl"]
+    conffiles = c.run("dpkg-query", "-W", "-f", "${Conffiles}", "queuectl").stdout
+    assert "/etc/queuectl/queuectl.conf" in conffiles
+    assert "/var/lib/queuectl/queuectl.db" in (c.root / "etc/queuectl/queuectl.conf").read_text()
+    assert c.run("systemctl", "cat", "queuectl-worker@.service").returncode == 0
+    # the template's instances are not enabled by the package
+    assert c.run("systemctl", "list-units", "--plain", "--no-legend", "queuectl-worker@*").stdout.strip() == ""
+    assert c.run("man", "-w", "queuectl").stdout.strip().endswith("queuectl.1.gz")
+    assert (c.root / "usr/share/bash-completion/completions/queuectl").exists()
+
+
+def test_group_member_enqueues_and_reads_status_without_sudo(host):
+    c = host
+    c.run("systemctl", "enable", "--now", "queuectl-worker@1", timeout=60)
+    assert c.show("queuectl-worker@1", "ActiveState")["ActiveState"] == "active"
+    c.run("useradd", "--create-home", "--groups", "queuectl", "alice")
+    jobs = "\n".join(json.dumps({"id": f"a{i}", "command": f"echo {i}; id -un"}) for i in range(50))
+    c.run("queuectl", "enqueue", "--file", "-", user="alice", input=jobs)
+    until(lambda: json.loads(q(c, "status", "--json", user="alice").stdout)["jobs"]["completed"] == 50,
+          "50 completed jobs")
+    assert q(c, "logs", "a42", user="alice").stdout == "42\nqueuectl\n"  # the worker ran it as user queuectl
+    for name in ("queuectl.db", "queuectl.db-wal", "queuectl.db-shm"):
+        mode, group = c.run("stat", "-c", "%A %G", f"/var/lib/queuectl/{name}").stdout.split()
+        assert mode[4:6] == "rw" and group == "queuectl", (name, mode, group)
+    status = json.loads(q(c, "status", "--json", user="alice").stdout)
+    assert [w["name"] for w in status["workers"]] == ["1"]
+    assert status["units"][0]["unit"] == "queuectl-worker@1.service"
+
+
+def test_a_user_outside_the_group_gets_one_clear_line(host):
+    c = host
+    c.run("useradd", "--create-home", "bob")
+    before = q(c, "status", "--json").stdout
+    for args in (("status",), ("enqueue", '{"command":"true"}')):
+        r = q(c, *args, user="bob", check=False)
+        assert r.returncode == 2, r
+        assert r.stdout == ""
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("queuectl: error: permission denied"), r.stderr
+        assert "group queuectl" in r.stderr
+    assert json.loads(q(c, "status", "--json").stdout)["jobs"] == json.loads(before)["jobs"]
+
+
+def test_upgrade_restarts_running_instances_after_their_jobs_finish(host):
+    c = host
+    c.run("queuectl", "enqueue", '{"id":"during-upgrade","command":"sleep 10; echo survived"}', user="alice")
+    until(lambda: json.loads(q(c, "show", "during-upgrade", "--json").stdout)["state"] == "processing",
+          "the job to start")
+    old_pid = c.show("queuectl-worker@1", "MainPID")["MainPID"]
+    began = time.monotonic()
+    c.run("dpkg", "-i", SRV, timeout=600)  # the same package again: an upgrade in dpkg's eyes
+    assert time.monotonic() - began > 5  # the restart waited for the running job
+    info = json.loads(q(c, "show", "during-upgrade", "--json").stdout)
+    assert (info["state"], info["attempts"]) == ("completed", 1)
+    assert q(c, "logs", "during-upgrade").stdout == "survived\n"
+    props = c.show("queuectl-worker@1", "ActiveState", "MainPID")
+    assert props["ActiveState"] == "active" and props["MainPID"] != old_pid
+
+
+def test_remove_stops_instances_and_keeps_data_purge_removes_it(host):
+    c = host
+    apt(c, "remove", "queuectl")
+    assert c.show("queuectl-worker@1", "ActiveState")["ActiveState"] in ("inactive", "failed")
+    assert c.run("pgrep", "-u", "queuectl", check=False).stdout == ""
+    assert (c.root / "var/lib/queuectl/queuectl.db").exists()
+    assert (c.root / "etc/queuectl/queuectl.conf").exists()
+    apt(c, "purge", "queuectl")
+    assert not (c.root / "var/lib/queuectl").exists()
+    assert not (c.root / "etc/queuectl").exists()
