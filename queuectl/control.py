@@ -37,27 +37,46 @@ def select_workers(workers: Sequence[WorkerInfo], names: Sequence[str]) -> list[
     return [by_name[n] for n in names]
 
 
-def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None,
+def worker_state(w: WorkerInfo, now: float, stale_after: float) -> str:
+    """Judge a registered worker: 'running', 'draining', 'stale' (no heartbeat for stale_after s) or 'dead'.
+
+    'dead' needs the worker to be on this host with its process gone; a worker elsewhere
+    is judged by its heartbeat alone. Stale and dead workers' jobs are recovered by any
+    live worker.
+    """
+    if procs.owner_alive(w.host, w.boot_id, w.pid, w.pid_start) is False:
+        return "dead"
+    if now - w.heartbeat_at > stale_after:
+        return "stale"
+    return "draining" if w.draining_since is not None else "running"
+
+
+def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None, force: bool = False,
                  sleep: Callable[[float], None] = time.sleep) -> list[StopResult]:
     """Ask each worker to drain and wait up to `timeout` seconds (None: forever) for all to exit.
 
     A worker that runs under a systemd unit is stopped through `systemctl stop`, so
     systemd knows the stop was asked for and does not restart it; it is done when the
     unit is inactive. Any other worker gets SIGTERM, and only if its pid and start time
-    match the registration, so a recycled pid is never hit. Raises QueuectlError if
-    systemctl refuses (for example without root).
+    match the registration, so a recycled pid is never hit. A worker already draining is
+    not signalled again (a second signal would stop its jobs) unless `force`, which sends
+    exactly that second signal: running jobs are stopped and put back to pending. Raises
+    QueuectlError if systemctl refuses (for example without root).
     """
     under_systemd = units.systemd_booted()
     live, results = [], []
     by_unit = [w for w in workers if w.unit and under_systemd]
     units.stop([w.unit for w in by_unit])
+    if force:
+        units.kill([w.unit for w in by_unit if w.draining_since is not None], signal.SIGTERM)
     live += [(w, lambda w=w: units.is_stopped(w.unit)) for w in by_unit]
     for w in workers:
         if w in by_unit:
             continue
         if procs.owner_alive(w.host, w.boot_id, w.pid, w.pid_start):
             try:
-                os.kill(w.pid, signal.SIGTERM)
+                if w.draining_since is None or force:
+                    os.kill(w.pid, signal.SIGTERM)
                 live.append((w, lambda w=w: not procs.process_alive(w.pid, w.pid_start)))
                 continue
             except ProcessLookupError:

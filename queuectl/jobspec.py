@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from queuectl.errors import InvalidInput
 
 MAX_COMMAND_BYTES = 128 * 1024
+MAX_RETRIES = 2**31 - 1
 FIELDS = ("id", "command", "queue", "priority", "max_retries", "run_at", "delay", "timeout", "cwd")
 _ID = re.compile(r"[A-Za-z0-9._:@+=-]{1,128}")
 _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -60,10 +61,27 @@ def parse_job(text: str, now: float) -> NewJob:
     a missing or empty command, an unknown field, a value of the wrong type or range).
     """
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as e:
-        raise InvalidInput(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        where = f"column {e.colno}" if e.lineno == 1 else f"line {e.lineno} column {e.colno}"
+        raise InvalidInput(f"malformed JSON: {e.msg} at {where}") from None
     return validate_job(obj, now)
+
+
+def _no_duplicate_keys(pairs: list) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise InvalidInput(f"field {key!r} is given twice")
+        seen[key] = value
+    return seen
+
+
+def check_queue(name) -> str:
+    """Return `name` if it is a valid queue name; raises InvalidInput."""
+    if not isinstance(name, str) or not _QUEUE.fullmatch(name):
+        raise InvalidInput(f"queue names are 1-64 characters of letters, digits and ._-, got {name!r}")
+    return name
 
 
 def validate_job(obj, now: float) -> NewJob:
@@ -73,6 +91,7 @@ def validate_job(obj, now: float) -> NewJob:
     unknown = sorted(set(obj) - set(FIELDS))
     if unknown:
         raise InvalidInput(f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(FIELDS)}")
+    obj = {k: v for k, v in obj.items() if v is not None or k == "command"}  # null means absent
 
     command = obj.get("command")
     if "command" not in obj:
@@ -94,17 +113,17 @@ def validate_job(obj, now: float) -> NewJob:
     elif not isinstance(job_id, str) or not _ID.fullmatch(job_id):
         raise InvalidInput("id must be 1-128 characters of letters, digits and ._:@+=-")
 
-    queue = obj.get("queue", "default")
-    if not isinstance(queue, str) or not _QUEUE.fullmatch(queue):
-        raise InvalidInput("queue must be 1-64 characters of letters, digits and ._-")
+    queue = check_queue(obj.get("queue", "default"))
 
     priority = obj.get("priority", 0)
-    if not _is_int(priority) or abs(priority) >= 2**63:
+    if not _is_int(priority):
         raise InvalidInput("priority must be a whole number (higher runs first)")
+    if abs(priority) >= 2**63:
+        raise InvalidInput("priority is out of range (-9223372036854775807 to 9223372036854775807)")
 
     max_retries = obj.get("max_retries")
-    if max_retries is not None and (not _is_int(max_retries) or not 0 <= max_retries < 2**31):
-        raise InvalidInput("max_retries must be a whole number >= 0")
+    if max_retries is not None and (not _is_int(max_retries) or not 0 <= max_retries <= MAX_RETRIES):
+        raise InvalidInput(f"max_retries must be a whole number from 0 to {MAX_RETRIES}")
 
     if "run_at" in obj and "delay" in obj:
         raise InvalidInput("give run_at or delay, not both")

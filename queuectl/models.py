@@ -121,6 +121,7 @@ class WorkerInfo:
     started_at: float
     heartbeat_at: float
     unit: str | None = None
+    draining_since: float | None = None
     job_ids: tuple[str, ...] = ()
 
     @classmethod
@@ -129,8 +130,11 @@ class WorkerInfo:
         values = {k: row[k] for k in row.keys() if k in cls.__dataclass_fields__}
         return cls(**values, job_ids=tuple(job_ids))
 
-    def to_dict(self, now: float) -> dict:
-        """Return a JSON-ready dict; `heartbeat_age` is seconds since the last heartbeat at `now`."""
+    def to_dict(self, now: float, state: str | None = None) -> dict:
+        """Return a JSON-ready dict; `heartbeat_age` is seconds since the last heartbeat at `now`.
+
+        `state` is the caller's judgement of the worker (see queuectl.control.worker_state).
+        """
         return {
             "name": self.name,
             "pid": self.pid,
@@ -142,4 +146,6 @@ class WorkerInfo:
             "started_at": iso(self.started_at),
             "heartbeat_age": round(max(0.0, now - self.heartbeat_at), 3),
             "unit": self.unit,
+            "state": state,
+            "draining_since": iso(self.draining_since),
         }

@@ -82,6 +82,10 @@ CREATE TABLE config (
     value TEXT NOT NULL                               -- JSON
 ) WITHOUT ROWID;
 """,
+    2: """
+-- Set when a worker begins to drain, so `worker stop` can wait for it without signalling it again.
+ALTER TABLE workers ADD COLUMN draining_since REAL;
+""",
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

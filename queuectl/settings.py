@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from queuectl.errors import InvalidInput
+from queuectl.jobspec import MAX_RETRIES
 
 
 @dataclass(frozen=True)
@@ -19,9 +20,12 @@ class Setting:
     parse: Callable[[str, Any], Any]
 
 
-def _number(kind: type, *, minimum: float, exclusive: bool = False, nullable: bool = False):
-    """Return a parser for ints or floats >= minimum (> minimum when exclusive); 'none' allowed if nullable."""
+def _number(kind: type, *, minimum: float, maximum: float | None = None, exclusive: bool = False,
+            nullable: bool = False):
+    """Return a parser for ints or floats >= minimum (> when exclusive), <= maximum; 'none' if nullable."""
     bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+    if maximum is not None:
+        bound = f"from {minimum:g} to {maximum}"
     noun = "a whole number" if kind is int else "a number"
     expect = f"{noun} {bound}" + (" or 'none'" if nullable else "")
 
@@ -38,7 +42,7 @@ def _number(kind: type, *, minimum: float, exclusive: bool = False, nullable: bo
             raise InvalidInput(f"{key} must be {expect}, got {raw!r}")
         if isinstance(value, float) and not math.isfinite(value):
             raise InvalidInput(f"{key} must be {expect}, got {raw!r}")
-        if value < minimum or (exclusive and value == minimum):
+        if value < minimum or (exclusive and value == minimum) or (maximum is not None and value > maximum):
             raise InvalidInput(f"{key} must be {expect}, got {raw!r}")
         return value
 
@@ -49,7 +53,7 @@ SETTINGS: dict[str, Setting] = {
     s.key: s
     for s in (
         Setting("max-retries", 3, "retries after the first run, for jobs that do not set max_retries",
-                _number(int, minimum=0)),
+                _number(int, minimum=0, maximum=MAX_RETRIES)),
         Setting("backoff-base", 2.0, "a retry waits backoff-base ** attempts seconds", _number(float, minimum=1)),
         Setting("backoff-max", 3600.0, "the longest retry delay, seconds", _number(float, minimum=0)),
         Setting("job-timeout", None, "seconds a job may run when it sets no timeout; none = no limit",

@@ -7,12 +7,13 @@ import socket
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: SIGHUP too: a closed terminal or ssh session drains the worker instead of killing it mid-job.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 @contextmanager
 def on_stop(callback: Callable[[int], None]) -> Iterator[socket.socket]:
-    """Call `callback(signum)` on SIGTERM or SIGINT while the block runs; restore handlers after.
+    """Call `callback(signum)` on SIGTERM, SIGINT or SIGHUP while the block runs; restore handlers after.
 
     Yields a socket that becomes readable when a signal arrives (signal.set_wakeup_fd),
     for the caller's select loop; the caller drains it with `drain`.

@@ -311,6 +311,12 @@ class SqliteStore:
             cur = self.conn.execute("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (now, worker_id))
         return cur.rowcount == 1
 
+    def mark_draining(self, worker_id: int, now: float) -> None:
+        """Record that the worker has begun to drain (claims nothing more)."""
+        with self._errors():
+            self.conn.execute("UPDATE workers SET draining_since = ? WHERE id = ? AND draining_since IS NULL",
+                              (now, worker_id))
+
     def deregister(self, worker_id: int) -> None:
         """Remove the worker's registration."""
         with self._write() as c:
@@ -475,10 +481,15 @@ class SqliteStore:
     def _settings(self, c, skip: str | None = None) -> dict[str, Any]:
         values = dict(self.defaults)
         for r in c.execute("SELECT key, value FROM config WHERE key IS NOT ?", (skip,)):
+            if r["key"] not in settings_mod.SETTINGS:
+                raise InvalidConfig(f"the database holds an unknown setting {r['key']!r} (written by hand or"
+                                    " by a newer queuectl)")
             try:
                 values[r["key"]] = settings_mod.parse_value(r["key"], json.loads(r["value"]))
             except (settings_mod.InvalidInput, ValueError) as e:
-                raise InvalidConfig(f"stored config {r['key']} is invalid: {e}") from None
+                reason = e if isinstance(e, settings_mod.InvalidInput) else f"{r['value']!r} is not a JSON value"
+                raise InvalidConfig(f"the stored value of {r['key']} is invalid ({reason});"
+                                    f" set it again with `queuectl config set {r['key']} VALUE`") from None
         return values
 
     def set_setting(self, key: str, raw: Any) -> Any:
@@ -532,6 +543,8 @@ def _check_path(path: str) -> None:
         raise InvalidInput(f"database directory {directory} does not exist")
     if os.path.isdir(path):
         raise InvalidInput(f"database path {path} is a directory")
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise InvalidInput(f"database path {path} is not a regular file")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise PermissionDenied(f"permission denied: cannot use database directory {directory}{_group_hint(directory)}")
     if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):

@@ -49,16 +49,25 @@ def show(units: Sequence[str] = (UNIT_PATTERN,)) -> list[dict[str, str]]:
 
 def stop(units: Sequence[str]) -> None:
     """Start stopping `units` without waiting (systemctl stop --no-block); raises QueuectlError on failure."""
+    _systemctl("stop", "--no-block", units)
+
+
+def kill(units: Sequence[str], sig: int) -> None:
+    """Send `sig` to the main process of each unit (systemctl kill); raises QueuectlError on failure."""
+    _systemctl("kill", f"--kill-who=main --signal={int(sig)}", units)
+
+
+def _systemctl(verb: str, options: str, units: Sequence[str]) -> None:
     if not units:
         return
+    argv = ["systemctl", verb, *options.split(), "--", *units]
     try:
-        out = subprocess.run(["systemctl", "stop", "--no-block", "--", *units], capture_output=True, text=True,
-                             timeout=30)
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise QueuectlError(f"systemctl stop {' '.join(units)} failed: {e}") from None
+        raise QueuectlError(f"systemctl {verb} {' '.join(units)} failed: {e}") from None
     if out.returncode != 0:
-        reason = (out.stderr.strip().splitlines() or ["exit code %d" % out.returncode])[-1]
-        raise QueuectlError(f"systemctl stop {' '.join(units)} failed: {reason}")
+        reason = (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1]
+        raise QueuectlError(f"systemctl {verb} {' '.join(units)} failed: {reason}")
 
 
 def is_stopped(unit: str) -> bool:

@@ -84,6 +84,7 @@ class Worker:
         self.runner = Runner(self.config["output-limit"], clock=self.monotonic)
         self._forced: set[str] = set()  # jobs stopped by a second signal: requeued, not failed
         self._unrecorded: list = []  # (job id, RunResult) of ended jobs not yet written
+        self._draining_recorded = False
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -150,6 +151,9 @@ class Worker:
                     next_beat = now + self._beat_interval()
                 self._flush()
                 stopping = self.stop_requests > 0
+                if stopping and not self._draining_recorded:
+                    self.store.mark_draining(self.worker_id, self.clock())
+                    self._draining_recorded = True
                 claimed = 0 if stopping else self._claim_and_start()
                 if not self.runner.running and not claimed and not self._unrecorded:
                     if stopping:
@@ -278,11 +282,11 @@ class Worker:
         now, stale_after = self.clock(), self.config["stale-after"]
         stale = self.store.stale_jobs(now, stale_after)
         self._kill_local(stale)
-        worker_ids = {j.worker_id for j in stale if j.host is not None}
-        worker_ids |= {w.id for w in self.store.stale_workers(now, stale_after)}
-        worker_ids.discard(self.worker_id)
+        names = {w.id: w.name for w in self.store.stale_workers(now, stale_after)}
+        worker_ids = ({j.worker_id for j in stale if j.host is not None} | set(names)) - {self.worker_id}
         for wid in sorted(worker_ids):
-            self._report_recovered(self.store.recover(wid, now, stale_after), f"dead worker #{wid}")
+            self._report_recovered(self.store.recover(wid, now, stale_after),
+                                   f"dead worker {names.get(wid, f'#{wid}')!r}")
         if any(j.host is None for j in stale):
             self._report_recovered(self.store.recover(None, now, stale_after), "no registered worker")
 

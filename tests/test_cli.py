@@ -19,6 +19,8 @@ from datetime import datetime
 import click
 import pytest
 
+from queuectl.cli import cli as cli_group
+
 from queuectl.cli import cli
 from queuectl.jobspec import FIELDS, MAX_COMMAND_BYTES
 from queuectl.settings import SETTINGS
@@ -188,9 +190,9 @@ def test_enqueue_file_and_stdin(run_cli, tmp_path):
 
 # Bad jobs: (JSON text, words the one-line message must contain).
 BAD_JOBS = [
-    ('{"command": "x",}', ["malformed JSON", "line 1 column 17"]),
-    ('{"command": "x"', ["malformed JSON", "line 1 column 16"]),
-    ("", ["malformed JSON", "line 1 column 1"]),
+    ('{"command": "x",}', ["malformed JSON", "at column 17"]),
+    ('{"command": "x"', ["malformed JSON", "at column 16"]),
+    ("", ["malformed JSON", "at column 1"]),
     ("[1, 2]", ["must be a JSON object", "list"]),
     ('"echo hi"', ["must be a JSON object", "str"]),
     ("null", ["must be a JSON object", "null"]),
@@ -206,11 +208,11 @@ BAD_JOBS = [
     ('{"command": "echo \\ud800"}', ["command must be valid Unicode"]),
     (json.dumps({"command": "x" * (MAX_COMMAND_BYTES + 1)}), ["longer than 131072 bytes"]),
     ('{"command": "x", "retries": 3, "env": {}}', ["unknown field(s) env, retries", "allowed: " + ", ".join(FIELDS)]),
-    ('{"command": "x", "max_retries": -1}', ["max_retries must be a whole number >= 0"]),
-    ('{"command": "x", "max_retries": 1.5}', ["max_retries must be a whole number >= 0"]),
-    ('{"command": "x", "max_retries": 2.0}', ["max_retries must be a whole number >= 0"]),
-    ('{"command": "x", "max_retries": "3"}', ["max_retries must be a whole number >= 0"]),
-    ('{"command": "x", "max_retries": true}', ["max_retries must be a whole number >= 0"]),
+    ('{"command": "x", "max_retries": -1}', ["max_retries must be a whole number from 0 to 2147483647"]),
+    ('{"command": "x", "max_retries": 1.5}', ["max_retries must be a whole number from 0 to 2147483647"]),
+    ('{"command": "x", "max_retries": 2.0}', ["max_retries must be a whole number from 0 to 2147483647"]),
+    ('{"command": "x", "max_retries": "3"}', ["max_retries must be a whole number from 0 to 2147483647"]),
+    ('{"command": "x", "max_retries": true}', ["max_retries must be a whole number from 0 to 2147483647"]),
     ('{"command": "x", "run_at": "tomorrow"}', ["run_at is not an ISO-8601 time"]),
     ('{"command": "x", "run_at": "2030-01-01T09:00:00"}', ["run_at needs a UTC offset"]),
     ('{"command": "x", "run_at": 1900000000}', ["run_at must be an ISO-8601 string"]),
@@ -228,8 +230,11 @@ BAD_JOBS = [
     ('{"command": "x", "cwd": "/tmp/\\udcff"}', ["cwd must be an absolute path"]),
     ('{"command": "x", "id": "has space"}', ["id must be 1-128 characters"]),
     ('{"command": "x", "id": 7}', ["id must be 1-128 characters"]),
-    ('{"command": "x", "queue": "a/b"}', ["queue must be 1-64 characters"]),
+    ('{"command": "x", "queue": "a/b"}', ["queue names are 1-64 characters"]),
     ('{"command": "x", "priority": 1.5}', ["priority must be a whole number"]),
+    ('{"command": "x", "priority": 99999999999999999999999}', ["priority is out of range"]),
+    ('{"command": "x", "max_retries": 2147483648}', ["max_retries must be a whole number from 0 to 2147483647"]),
+    ('{"command": "x", "command": "y"}', ["field 'command' is given twice"]),
 ]
 
 
@@ -304,9 +309,29 @@ def test_list_filters_and_order(run_cli, populated):
     assert ids(json_only(run_cli("list", "--state", "pending", "--limit", "1", "--json"))) == ["p2"]
 
 
+def test_empty_or_special_database_paths_are_refused(run_cli):
+    for args in (("--db", ""), ("--db", "/dev/null")):
+        r = run_cli.runner.invoke(cli_group, [*args, "status"])
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("queuectl: error:"), r.stderr
+
+
+def test_config_get_json(run_cli):
+    run_cli("config", "set", "job-timeout", "2.5")
+    assert json_only(run_cli("config", "get", "job_timeout", "--json")) == 2.5
+    assert json_only(run_cli("config", "get", "max-retries", "--json")) == 3
+
+
+def test_list_says_on_stderr_when_the_limit_cuts_it_short(run_cli, populated):
+    cut = run_cli("list", "--limit", "2")
+    assert cut.exit_code == 0 and cut.stderr == "(2 of 6 jobs shown; use --limit for more)\n"
+    assert [line.split()[0] for line in cut.stdout.splitlines()[1:]] == ["p2", "p1"]
+    assert run_cli("list", "--state", "pending", "--limit", "2").stderr == ""  # exactly 2 pending: nothing cut
+    assert run_cli("list", "--queue", "bad queue").exit_code == 2
+
+
 def test_list_table(run_cli, populated):
     lines = ok(run_cli("list")).splitlines()
-    assert lines[0].split() == ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "UPDATED", "COMMAND"]
+    assert lines[0].split() == ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "CREATED", "COMMAND"]
     assert [line.split()[0] for line in lines[1:]] == ["p2", "p1", "r1", "d1", "f1", "c1"]
     assert lines[3].split()[:5] == ["r1", "processing", "build", "0", "1"]
     dead = ok(run_cli("list", "--state", "dead")).splitlines()
@@ -315,7 +340,7 @@ def test_list_table(run_cli, populated):
 
 def test_list_of_empty_queue(run_cli):
     assert json_only(run_cli("list", "--json")) == []
-    assert ok(run_cli("list")).split() == ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "UPDATED", "COMMAND"]
+    assert ok(run_cli("list")).split() == ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "CREATED", "COMMAND"]
 
 
 def test_show(run_cli, populated):
@@ -345,15 +370,17 @@ def test_logs(run_cli, populated):
 def test_status(run_cli, populated):
     s = json_only(run_cli("status", "--json"))
     assert s["jobs"] == {"pending": 2, "processing": 1, "completed": 1, "failed": 1, "dead": 1}
-    assert s["queues"] == {"build": {"dead": 1, "processing": 1, "pending": 1},
-                           "default": {"completed": 1, "failed": 1, "pending": 1}}
+    zero = {"pending": 0, "processing": 0, "completed": 0, "failed": 0, "dead": 0}
+    assert s["queues"] == {"build": {**zero, "dead": 1, "processing": 1, "pending": 1},
+                           "default": {**zero, "completed": 1, "failed": 1, "pending": 1}}
     [w] = s["workers"]
     assert (w["name"], w["host"], w["pid"], w["slots"], w["busy"], w["jobs"]) == ("w1", "testhost", 4242, 4, 1, ["r1"])
+    assert w["state"] == "running"  # on another host ("testhost"): judged by its fresh heartbeat
     assert 0 <= w["heartbeat_age"] < 60
     text = ok(run_cli("status"))
     assert re.search(r"^pending\s+2$", text, re.M) and re.search(r"^dead\s+1$", text, re.M)
     assert re.search(r"^build\s+1\s+1\s+0\s+0\s+1$", text, re.M)
-    assert "Workers (1)" in text and re.search(r"^w1\s+4242\s+testhost\s+1/4\s+\S+s\s+r1$", text, re.M)
+    assert "Workers (1)" in text and re.search(r"^w1\s+running\s+4242\s+testhost\s+1/4\s+\S+s\s+r1$", text, re.M)
 
 
 def test_status_of_empty_database(run_cli):
@@ -386,7 +413,7 @@ def test_every_json_output_is_only_json(run_cli, populated, args):
     (("list", "--state", "PENDING!"), 2, ["is not one of"]),
     (("list", "--limit", "0"), 2, ["--limit"]),
     (("list", "--limit", "x"), 2, ["--limit"]),
-    (("list", "--queue", "\udcff"), 2, ["not valid UTF-8"]),
+    (("list", "--queue", "\udcff"), 2, ["queue names are"]),
     (("list", "--bogus"), 2, ["No such option"]),
     (("bogus",), 2, ["No such command 'bogus'"]),
     ((), 2, ["Missing command"]),
@@ -548,9 +575,9 @@ def test_config_is_shared_and_persistent(run_cli, db):
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (("set", "max-retries", "-1"), ["max-retries must be a whole number >= 0", "'-1'"]),
-    (("set", "max-retries", "1.5"), ["max-retries must be a whole number >= 0"]),
-    (("set", "max-retries", "abc"), ["max-retries must be a whole number >= 0"]),
+    (("set", "max-retries", "-1"), ["max-retries must be a whole number from 0 to 2147483647", "'-1'"]),
+    (("set", "max-retries", "1.5"), ["max-retries must be a whole number from 0 to 2147483647"]),
+    (("set", "max-retries", "abc"), ["max-retries must be a whole number from 0 to 2147483647"]),
     (("set", "max-retries", "true"), ["max-retries must be"]),
     (("set", "max-retries", "none"), ["max-retries must be"]),
     (("set", "max-retries", ""), ["max-retries must be"]),
@@ -603,11 +630,11 @@ def _store_raw_config(db, key, value):
 
 
 @pytest.mark.parametrize("key, value, fragment", [
-    ("max-retries", '"lots"', "stored config max-retries is invalid"),
-    ("max-retries", "-1", "stored config max-retries is invalid"),
-    ("backoff-base", "0.5", "stored config backoff-base is invalid"),
-    ("poll-interval", "not json", "stored config poll-interval is invalid"),
-    ("bogus-key", "1", "stored config bogus-key is invalid"),
+    ("max-retries", '"lots"', "the stored value of max-retries is invalid"),
+    ("max-retries", "-1", "the stored value of max-retries is invalid"),
+    ("backoff-base", "0.5", "the stored value of backoff-base is invalid"),
+    ("poll-interval", "not json", "is not a JSON value"),
+    ("bogus-key", "1", "the database holds an unknown setting 'bogus-key'"),
 ])
 def test_stored_config_made_invalid_by_hand(run_cli, db, seeded, key, value, fragment):
     if key == "max-retries":

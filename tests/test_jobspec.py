@@ -50,7 +50,7 @@ def test_command_at_the_size_limit_is_accepted():
         ('{"command": "x", "id": ""}', "id must be"),
         ('{"command": "x", "id": 7}', "id must be"),
         ('{"command": "x", "id": "a b"}', "id must be"),
-        ('{"command": "x", "queue": "a/b"}', "queue must be"),
+        ('{"command": "x", "queue": "a/b"}', "queue names are"),
         ('{"command": "x", "priority": 1.5}', "priority"),
         ('{"command": "x", "priority": true}', "priority"),
         ('{"command": "x", "max_retries": -1}', "max_retries"),
@@ -74,8 +74,17 @@ def test_bad_jobs_are_refused_with_a_reason(text, fragment):
 
 
 def test_malformed_json_reports_its_position():
-    with pytest.raises(InvalidInput, match=r"line 1 column 13"):
+    with pytest.raises(InvalidInput, match=r"at column 13$"):
         parse_job('{"command": }', NOW)
+    with pytest.raises(InvalidInput, match=r"at line 2 column 12$"):
+        parse_job('{"id": "a",\n"command": }', NOW)
+
+
+def test_null_means_absent_and_duplicate_fields_are_refused():
+    job = parse_job('{"command":"x","id":null,"priority":null,"queue":null,"max_retries":null,"timeout":null}', NOW)
+    assert (job.priority, job.queue, job.max_retries, job.timeout, len(job.id)) == (0, "default", None, None, 16)
+    with pytest.raises(InvalidInput, match="'id' is given twice"):
+        parse_job('{"command":"x","id":"a","id":"b"}', NOW)
 
 
 def test_oversized_command_is_refused():

@@ -208,7 +208,7 @@ def test_killed_worker_job_recovered_after_stale_after(db, run_cli, store, worke
     assert gone(pgid)
     assert not (tmp_path / "first").exists()
     log = WorkerProcs.output(b)
-    assert re.search(r"recovered job victim from dead worker #\d+ \(worker lost\): now failed", log), log
+    assert "recovered job victim from dead worker 'a' (worker lost): now failed" in log, log
     assert store.worker_by_name("a") is None
     b.send_signal(signal.SIGTERM)
     assert wait_exit(b) == 0
@@ -320,6 +320,44 @@ def test_second_stop_signal_requeues_running_job(db, run_cli, store, workers, tm
     until(lambda: not live_members(pgid), "the job's process group to be gone", timeout=10)
     assert "second stop request" in WorkerProcs.output(w)
     assert status(db)["workers"] == []
+
+
+def test_worker_stop_force_requeues_the_running_jobs_of_a_draining_worker(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)
+    enqueue(run_cli, id="j", command=f"echo $$ > {safe_path(tmp_path / 'pid')}; sleep 30")
+    w = workers.start("--name", "w")
+    until(lambda: read_pid(tmp_path / "pid"), "the job to start", procs=[w])
+    assert queuectl(db, "worker", "stop", "--timeout", "0.2", check=False).returncode == 1
+    until(lambda: store.worker_by_name("w").draining_since is not None, "the drain to be recorded", procs=[w])
+    r = queuectl(db, "worker", "stop", "--force", "--timeout", "20")
+    assert r.stdout == f"w (pid {w.pid}): stopped\n"
+    assert wait_exit(w) == 0
+    job = store.get_job("j")
+    assert (job.state, job.attempts) == (JobState.PENDING, 0)
+
+
+def test_sighup_drains_like_sigterm(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)
+    enqueue(run_cli, id="j", command=f"echo started > {safe_path(tmp_path / 'started')}; sleep 1; echo done")
+    w = workers.start("--name", "w")
+    until(lambda: (tmp_path / "started").exists(), "the job to start", procs=[w])
+    w.send_signal(signal.SIGHUP)  # the terminal or ssh session went away
+    assert wait_exit(w) == 0, _logs([w])
+    assert store.get_job("j").state == JobState.COMPLETED
+    assert logs_bytes(db, "j").stdout == b"done\n"
+
+
+def test_status_tells_a_dead_worker_from_a_live_one(db, run_cli, store, workers):
+    configure(run_cli, ("stale-after", "60"))
+    a = workers.start("--name", "a")
+    b = workers.start("--name", "b")
+    until(lambda: len(status(db)["workers"]) == 2, "both workers to register", procs=[a, b])
+    a.kill()
+    a.wait()
+    states = {w["name"]: w["state"] for w in status(db)["workers"]}
+    assert states == {"a": "dead", "b": "running"}
+    b.send_signal(signal.SIGTERM)
+    assert wait_exit(b) == 0
 
 
 # -- 6. restarts ------------------------------------------------------------------------------------
@@ -461,6 +499,13 @@ def test_worker_stop_by_name_unknown_name_and_timeout(db, run_cli, store, worker
     assert r.stdout == f"w2 (pid {w2.pid}): timeout\n"
     assert "still draining after 0.5 s: w2" in r.stderr
     assert w2.poll() is None  # told to drain, still finishing its job
+    until(lambda: store.worker_by_name("w2").draining_since is not None, "w2 to record its drain", procs=[w2])
+    assert status(db)["workers"][0]["state"] == "draining"
+    # Asking again only waits again: it must not be taken for the second, forcing, signal.
+    r = queuectl(db, "worker", "stop", "--timeout", "0.5", check=False)
+    assert r.returncode == 1 and w2.poll() is None
+    assert store.get_job("long").state == JobState.PROCESSING
+    assert "second stop request" not in WorkerProcs.output(w2)
     assert wait_exit(w2) == 0
     job = store.get_job("long")
     assert job.state == JobState.COMPLETED and job.attempts == 1

@@ -112,12 +112,14 @@ def test_two_connections_never_claim_the_same_job(db):
     s = SqliteStore(db)
     s.enqueue([parse_job(f'{{"id":"j{i}","command":"x"}}', NOW) for i in range(400)], NOW)
     results: dict[int, list[str]] = {}
+    together = threading.Barrier(2)
 
     def drain(n):
         store = SqliteStore(db, durable=False)
         wid = register(store, name=f"w{n}")
         got = results.setdefault(n, [])
-        while batch := store.claim(wid, [], 3, NOW):
+        together.wait()  # both connections claim at the same time
+        while batch := store.claim(wid, [], 1, NOW):
             got += [j.id for j in batch]
 
     threads = [threading.Thread(target=drain, args=(n,)) for n in range(2)]
@@ -346,3 +348,23 @@ def test_a_newer_schema_is_refused(db):
 def test_missing_directory_is_refused(tmp_path):
     with pytest.raises(InvalidInput, match="does not exist"):
         SqliteStore(str(tmp_path / "nope" / "q.db"))
+
+
+def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
+    from queuectl.schema import MIGRATIONS
+    from queuectl.store import _statements
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    for statement in _statements(MIGRATIONS[1]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("INSERT INTO jobs (id, queue, command, state, run_at, created_at, updated_at)"
+                 " VALUES ('old', 'default', 'true', 'pending', 0, 0, 0)")
+    conn.close()
+    store = SqliteStore(db)
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert store.get_job("old").state == JobState.PENDING
+    w = register(store)
+    store.mark_draining(w, NOW)
+    assert store.worker_by_name("w1").draining_since == NOW

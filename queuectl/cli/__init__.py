@@ -79,6 +79,8 @@ def cli(ctx: click.Context, db: str | None) -> None:
       queuectl status
       queuectl dlq list
     """
+    if db is not None and not db.strip():
+        raise InvalidInput("--db (or QUEUECTL_DB) is empty: give a database path")
     source = ctx.get_parameter_source("db")
     ctx.obj = App(db, "environment" if source == click.core.ParameterSource.ENVIRONMENT else "option")
 

@@ -88,3 +88,13 @@ def print_table(headers: list[str], rows: list[list]) -> None:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for r in cells:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def note_truncation(store: SqliteStore, shown: int, limit: int, state: str | None, queue: str | None) -> None:
+    """Say on stderr when --limit cut a listing short (counts come from the kept totals: no scan)."""
+    if shown < limit:
+        return
+    total = sum(n for q, per in store.counts().items() if queue in (None, q)
+                for s, n in per.items() if state in (None, s))
+    if total > shown:
+        click.echo(f"({shown} of {total} jobs shown; use --limit for more)", err=True)

@@ -13,7 +13,7 @@ def _show(value) -> str:
     if value is None:
         return "none"
     if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
     return str(value)
 
 
@@ -48,8 +48,9 @@ def set_(app, key, value):
 
 @config.command()
 @click.argument("key")
+@json_option
 @pass_app
-def get(app, key):
+def get(app, key, as_json):
     """Print the value of KEY in force.
 
     \b
@@ -57,7 +58,11 @@ def get(app, key):
       queuectl config get backoff-base
     """
     name = canonical_key(key)
-    click.echo(_show(app.store().settings()[name]))
+    value = app.store().settings()[name]
+    if as_json:
+        print_json(value)
+        return
+    click.echo(_show(value))
 
 
 @config.command(name="list")

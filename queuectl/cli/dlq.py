@@ -6,7 +6,7 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, pass_app, print_json, print_table
+from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table
 from queuectl.models import JobState, iso, one_line
 
 
@@ -32,7 +32,8 @@ def list_(app, limit, as_json):
     Example:
       queuectl dlq list --json
     """
-    jobs = app.store().list_jobs(JobState.DEAD, None, limit)
+    store = app.store()
+    jobs = store.list_jobs(JobState.DEAD, None, limit)
     if as_json:
         print_json([j.to_dict() for j in jobs])
         return
@@ -40,6 +41,7 @@ def list_(app, limit, as_json):
         ["ID", "QUEUE", "ATTEMPTS", "DIED", "LAST ERROR", "COMMAND"],
         [[j.id, j.queue, j.attempts, iso(j.finished_at), j.last_error, one_line(j.command, 40)] for j in jobs],
     )
+    note_truncation(store, len(jobs), limit, JobState.DEAD.value, None)
 
 
 @dlq.command()

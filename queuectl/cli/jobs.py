@@ -7,9 +7,9 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, pass_app, print_json, print_table
+from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table
 from queuectl.errors import Conflict, InvalidInput
-from queuectl.jobspec import parse_job
+from queuectl.jobspec import check_queue, parse_job
 from queuectl.models import JobState, iso, one_line
 from queuectl.store import DuplicateJob
 
@@ -84,15 +84,19 @@ def list_(app, state, queue, limit, as_json):
       queuectl list --state pending
       queuectl list --queue build --limit 20 --json
     """
-    jobs = app.store().list_jobs(JobState(state) if state else None, queue, limit)
+    if queue is not None:
+        check_queue(queue)
+    store = app.store()
+    jobs = store.list_jobs(JobState(state) if state else None, queue, limit)
     if as_json:
         print_json([j.to_dict() for j in jobs])
         return
     print_table(
-        ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "UPDATED", "COMMAND"],
-        [[j.id, j.state.value, j.queue, j.priority, j.attempts, iso(j.updated_at), one_line(j.command, 50)]
+        ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "CREATED", "COMMAND"],
+        [[j.id, j.state.value, j.queue, j.priority, j.attempts, iso(j.created_at), one_line(j.command, 50)]
          for j in jobs],
     )
+    note_truncation(store, len(jobs), limit, state, queue)
 
 
 @click.command()
@@ -149,19 +153,24 @@ def status(app, as_json):
     Example:
       queuectl status --json
     """
+    from queuectl.control import worker_state
+    from queuectl.errors import InvalidConfig
+
     store = app.store()
-    counts = store.counts()
+    counts = {q: {s.value: per.get(s.value, 0) for s in JobState} for q, per in store.counts().items()}
     workers = store.workers()
+    try:
+        stale_after = store.settings()["stale-after"]
+    except InvalidConfig:
+        stale_after = store.defaults["stale-after"]  # status still reports when a setting is broken
     now = time.time()
-    totals = {s.value: 0 for s in JobState}
-    for per_state in counts.values():
-        for s, n in per_state.items():
-            totals[s] += n
+    states = {w.name: worker_state(w, now, stale_after) for w in workers}
+    totals = {s.value: sum(per[s.value] for per in counts.values()) for s in JobState}
     from queuectl import units
 
     unit_states = units.show()
     if as_json:
-        print_json({"jobs": totals, "queues": counts, "workers": [w.to_dict(now) for w in workers],
+        print_json({"jobs": totals, "queues": counts, "workers": [w.to_dict(now, states[w.name]) for w in workers],
                     "units": [{"unit": u["Id"], "active_state": u.get("ActiveState"), "sub_state": u.get("SubState"),
                                "n_restarts": int(u.get("NRestarts") or 0), "status_text": u.get("StatusText", ""),
                                "main_pid": int(u.get("MainPID") or 0)} for u in unit_states]})
@@ -170,17 +179,15 @@ def status(app, as_json):
     print_table(["STATE", "COUNT"], [[s, n] for s, n in totals.items()])
     if len(counts) > 1:
         click.echo("\nQueues")
-        states = [s.value for s in JobState]
-        print_table(["QUEUE", *[s.upper() for s in states]],
-                    [[q, *[per.get(s, 0) for s in states]] for q, per in counts.items()])
+        print_table(["QUEUE", *[s.value.upper() for s in JobState]], [[q, *per.values()] for q, per in counts.items()])
     click.echo(f"\nWorkers ({len(workers)})")
     if workers:
         rows = []
         for w in workers:
-            d = w.to_dict(now)
-            rows.append([d["name"], d["pid"], d["host"], f"{d['busy']}/{d['slots']}",
+            d = w.to_dict(now, states[w.name])
+            rows.append([d["name"], d["state"], d["pid"], d["host"], f"{d['busy']}/{d['slots']}",
                          f"{d['heartbeat_age']:.1f}s", ",".join(d["jobs"]) or "-"])
-        print_table(["NAME", "PID", "HOST", "BUSY", "HEARTBEAT", "JOBS"], rows)
+        print_table(["NAME", "STATE", "PID", "HOST", "BUSY", "HEARTBEAT", "JOBS"], rows)
     if unit_states:
         click.echo(f"\nUnits ({len(unit_states)})")
         print_table(["UNIT", "ACTIVE", "SUB", "RESTARTS", "STATUS"],

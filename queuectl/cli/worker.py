@@ -52,10 +52,11 @@ def start(app, count, queues, burst, name, daemon, pidfile, log_file):
       queuectl worker start --daemon --pidfile /run/user/1000/queuectl.pid
     """
     from queuectl import logsetup
+    from queuectl.jobspec import check_queue
     from queuectl.worker import Worker, check_name, default_name
 
     name = check_name(name) if name is not None else default_name()  # --name '' is an error, not the default
-    queues = tuple(dict.fromkeys(q for arg in queues for q in arg.split(",") if q))
+    queues = tuple(dict.fromkeys(check_queue(q) for arg in queues for q in arg.split(",") if q))
     if (pidfile or log_file) and not daemon:
         raise InvalidInput("--pidfile and --log-file go with --daemon")
 
@@ -85,16 +86,21 @@ def start(app, count, queues, burst, name, daemon, pidfile, log_file):
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
               help="Seconds to wait for the workers to exit [default: wait until they do].")
+@click.option("--force", is_flag=True,
+              help="Stop running jobs now and put them back to pending (the second signal).")
 @pass_app
-def stop(app, names, timeout):
+def stop(app, names, timeout, force):
     """Ask running workers on this host (all, or the named ones) to drain and exit; wait for them.
 
-    Exits 1 if a worker is still running when --timeout runs out.
+    Running the command again while workers drain only waits again; --force stops their
+    running jobs and puts them back to pending without using an attempt. Exits 1 if a
+    worker is still running when --timeout runs out.
 
     \b
     Examples:
       queuectl worker stop
       queuectl worker stop builder --timeout 60
+      queuectl worker stop --force
     """
     from queuectl.control import select_workers, stop_workers
 
@@ -102,7 +108,7 @@ def stop(app, names, timeout):
     if not targets:
         click.echo("no workers are running on this host", err=True)
         return
-    results = stop_workers(targets, timeout)
+    results = stop_workers(targets, timeout, force=force)
     for r in results:
         click.echo(f"{r.name} (pid {r.pid}): {r.outcome}")
     late = [r.name for r in results if r.outcome == "timeout"]
