@@ -53,6 +53,20 @@ class Cli:
         return json.loads(result.stdout)
 
 
+def configure(run_cli: Cli, *pairs: tuple[str, str]) -> None:
+    """`queuectl config set KEY VALUE` for each pair; each must succeed."""
+    for key, value in pairs:
+        r = run_cli("config", "set", key, value)
+        assert r.exit_code == 0, r.stderr
+
+
+def enqueue(run_cli: Cli, **job) -> str:
+    """`queuectl enqueue JSON`; return the job's id."""
+    r = run_cli("enqueue", json.dumps(job))
+    assert r.exit_code == 0, r.stderr
+    return r.stdout.strip()
+
+
 @pytest.fixture
 def run_cli(db) -> Cli:
     return Cli(db)

@@ -12,7 +12,6 @@ windows in which something must NOT happen (a held lock, a job's duration).
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
 import re
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from conftest import QUEUECTL, WorkerProcs, queuectl, wait_for
+from conftest import QUEUECTL, WorkerProcs, configure, enqueue, queuectl, wait_for
 from queuectl import logsetup
 from queuectl.models import JobState
 from queuectl.notify import Notifier, watchdog_interval
@@ -215,18 +214,6 @@ def spawn(workers: WorkerProcs, *args: str, env: dict | None = None, own_watchdo
     proc.log = log
     workers.procs.append(proc)
     return proc
-
-
-def configure(run_cli, *pairs: tuple[str, str]) -> None:
-    for key, value in pairs:
-        r = run_cli("config", "set", key, value)
-        assert r.exit_code == 0, r.stderr
-
-
-def enqueue(run_cli, **job) -> str:
-    r = run_cli("enqueue", json.dumps(job))
-    assert r.exit_code == 0, r.stderr
-    return r.stdout.strip()
 
 
 def gate_command(directory, name: str = "go") -> str:

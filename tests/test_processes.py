@@ -23,7 +23,8 @@ from collections import Counter
 
 import pytest
 
-from conftest import QUEUECTL, WorkerProcs, queuectl, wait_for
+from conftest import QUEUECTL, WorkerProcs, enqueue, queuectl, wait_for
+from conftest import configure as set_config
 from queuectl.models import JobState
 
 pytestmark = pytest.mark.processes
@@ -37,15 +38,8 @@ FAST = (("heartbeat-interval", "0.2"), ("poll-interval", "0.05"), ("stale-after"
 
 
 def configure(run_cli, *extra: tuple[str, str]) -> None:
-    for key, value in (*FAST, *extra):
-        r = run_cli("config", "set", key, value)
-        assert r.exit_code == 0, r.stderr
-
-
-def enqueue(run_cli, **job) -> str:
-    r = run_cli("enqueue", json.dumps(job))
-    assert r.exit_code == 0, r.stderr
-    return r.stdout.strip()
+    """Set the fast timings (FAST), then `extra`."""
+    set_config(run_cli, *FAST, *extra)
 
 
 def _logs(procs) -> str:
