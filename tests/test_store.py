@@ -2,6 +2,7 @@
 
 import sqlite3
 import threading
+import time
 
 import pytest
 
@@ -121,6 +122,7 @@ def test_two_connections_never_claim_the_same_job(db):
         together.wait()  # both connections claim at the same time
         while batch := store.claim(wid, [], 1, NOW):
             got += [j.id for j in batch]
+            time.sleep(0.0005)  # as a worker runs its job between claims: lets the other connection in
 
     threads = [threading.Thread(target=drain, args=(n,)) for n in range(2)]
     for t in threads:
