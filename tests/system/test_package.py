@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import time
 
 import pytest
 
-from .conftest import REPO, until
+from .conftest import REPO, require, until
 
 pytestmark = pytest.mark.system
 
@@ -47,6 +48,15 @@ def test_version_agrees_with_pyproject_and_the_package(deb):
     import queuectl
 
     assert pyproject == changelog == package == queuectl.__version__
+
+
+def test_lintian_finds_no_error_or_warning(deb):
+    require(None if shutil.which("lintian") else "lintian is missing (apt-get install lintian)")
+    r = subprocess.run(["lintian", "--fail-on", "error,warning", "--pedantic", str(deb)],
+                       capture_output=True, text=True, timeout=600)
+    tags = [line for line in r.stdout.splitlines() if re.match(r"^[EWIPX]: ", line)]
+    assert r.returncode == 0 and not [t for t in tags if t[0] in "EW"], r.stdout + r.stderr
+    print("\n".join(tags) or "lintian: no tags")
 
 
 def test_install_creates_user_directory_config_and_unit(host):
