@@ -26,6 +26,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# Throughput, latency and scale, as ratios to baselines measured in the same run (a few minutes).
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
 # The Debian package, built by dpkg-buildpackage from a copy of the tree (tracked and new files)
 # with Debian's own python3; the .deb lands in build/deb/.
 DEB_PATH := /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
