@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from queuectl.jobspec import NewJob  # noqa: E402
+from queuectl.cli.common import wake_workers  # noqa: E402
 from queuectl.store import SqliteStore  # noqa: E402
 
 PY = sys.executable
@@ -138,6 +139,7 @@ def pickup(db: str, n: int, idle: float) -> dict:
                 now = time.time()
                 store.enqueue([NewJob(job_id, "true", "default", 0, None, now, None, None)], now)
                 committed = time.time()
+                wake_workers(store)  # what `queuectl enqueue` does after its commit
                 while (job := store.get_job(job_id)).started_at is None:
                     time.sleep(0.0005)
                 latencies.append(max(0.0, job.started_at - committed) * 1000)

@@ -322,6 +322,12 @@ class SqliteStore:
         with self._write() as c:
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
 
+    def local_worker_pids(self, host: str, boot_id: str) -> list[int]:
+        """Return the pids of the workers registered from this host and boot."""
+        with self._errors():
+            rows = self.conn.execute("SELECT pid FROM workers WHERE host = ? AND boot_id = ?", (host, boot_id))
+            return [r[0] for r in rows]
+
     def worker_by_name(self, name: str) -> WorkerInfo | None:
         """Return the registered worker called `name`, or None."""
         with self._errors():

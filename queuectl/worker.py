@@ -22,6 +22,7 @@ from queuectl.models import one_line
 from queuectl.notify import Notifier
 from queuectl.runner import Runner, job_environment
 from queuectl.signals import drain, on_stop
+from queuectl.wake import listen as listen_for_pokes
 from queuectl.store import Outcome, SqliteStore
 
 log = logging.getLogger("queuectl.worker")
@@ -85,6 +86,7 @@ class Worker:
         self._forced: set[str] = set()  # jobs stopped by a second signal: requeued, not failed
         self._unrecorded: list = []  # (job id, RunResult) of ended jobs not yet written
         self._draining_recorded = False
+        self._poke = None  # the wake-up socket (queuectl.wake)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -92,6 +94,9 @@ class Worker:
         """Register, work until stopped (or, with burst, until idle), deregister; return an exit code."""
         with on_stop(self.request_stop) as wake:
             self.runner.add_wake_fd(wake.fileno())
+            self._poke = listen_for_pokes(os.getpid())
+            if self._poke is not None:
+                self.runner.add_wake_fd(self._poke.fileno())
             self.register()
             self.notifier.ready(self._status_line())
             code = None
@@ -103,6 +108,8 @@ class Worker:
                 if code == EXIT_OK:
                     self.store.deregister(self.worker_id)
                 self.runner.close()
+                if self._poke is not None:
+                    self._poke.close()
         return code
 
     def request_stop(self, signum: int) -> None:
@@ -174,6 +181,8 @@ class Worker:
             finished, woken = self.runner.wait(wait)
             if woken:
                 drain(wake)
+                if self._poke is not None:
+                    drain(self._poke)
             if finished:
                 self._unrecorded.extend(finished)
 

@@ -576,3 +576,21 @@ def test_job_environment_is_scrubbed(db, run_cli, workers, tmp_path):
     assert env["QUEUECTL_ATTEMPT"] == "1"
     assert env["QUEUECTL_QUEUE"] == "default"
     assert env["QUEUECTL_TEST_MARKER"] == "kept"  # the rest of the worker's environment is passed on
+
+
+# -- wake on enqueue ------------------------------------------------------------------------------------
+
+
+def test_enqueue_and_dlq_retry_wake_an_idle_worker_at_once(db, run_cli, store, workers):
+    configure(run_cli, ("poll-interval", "60"), ("max-retries", "0"))  # without a wake-up: a minute's wait
+    w = workers.start("--name", "w")
+    until(lambda: store.worker_by_name("w"), "the worker to register", procs=[w])
+    time.sleep(0.3)  # it has polled once and sleeps now
+    queuectl(db, "enqueue", '{"id":"a","command":"exit 1"}')  # a real CLI process, as a user runs it
+    until(state_is(store, "a", JobState.DEAD), "the job to run", timeout=10, procs=[w])
+    queuectl(db, "dlq", "retry", "a")
+    until(lambda: store.get_job("a").attempts == 1 and store.get_job("a").state == JobState.DEAD,
+          "the retried job to run again", timeout=10, procs=[w])
+    assert store.get_job("a").finished_at > store.get_job("a").created_at
+    w.send_signal(signal.SIGTERM)
+    assert wait_exit(w) == 0

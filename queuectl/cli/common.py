@@ -98,3 +98,10 @@ def note_truncation(store: SqliteStore, shown: int, limit: int, state: str | Non
                 for s, n in per.items() if state in (None, s))
     if total > shown:
         click.echo(f"({shown} of {total} jobs shown; use --limit for more)", err=True)
+
+
+def wake_workers(store: SqliteStore) -> None:
+    """Tell this host's workers that jobs are ready (after the commit), so idle ones claim at once."""
+    from queuectl import procs, wake
+
+    wake.poke(store.local_worker_pids(procs.hostname(), procs.boot_id()))

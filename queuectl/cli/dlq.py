@@ -6,7 +6,7 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table
+from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table, wake_workers
 from queuectl.models import JobState, iso, one_line
 
 
@@ -54,9 +54,11 @@ def retry(app, job_ids):
     Example:
       queuectl dlq retry job1
     """
-    app.store().dlq_retry(list(job_ids), time.time())
+    store = app.store()
+    store.dlq_retry(list(job_ids), time.time())
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
+    wake_workers(store)
 
 
 def register(group: click.Group) -> None:

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table
+from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table, wake_workers
 from queuectl.errors import Conflict, InvalidInput
 from queuectl.jobspec import check_queue, parse_job
 from queuectl.models import JobState, iso, one_line
@@ -41,14 +41,16 @@ def enqueue(app, job, file):
         jobs, lines = [parse_job(job, now)], None
     else:
         jobs, lines = _read_jobs(file, now)
+    store = app.store()
     try:
-        ids = app.store().enqueue(jobs, now)
+        ids = store.enqueue(jobs, now)
     except DuplicateJob as e:
         if lines is None:
             raise
         line = lines[e.index]
         raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
     click.echo("\n".join(ids))
+    wake_workers(store)
 
 
 def _read_jobs(file, now):

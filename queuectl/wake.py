@@ -1,0 +1,45 @@
+"""Wake idle workers when work arrives: one datagram to each worker on this host.
+
+Each worker binds an abstract AF_UNIX datagram socket named after its pid (unix(7):
+abstract names need no file and vanish with the socket). `queuectl enqueue` and
+`dlq retry` send one byte to each local worker after their commit; a worker that gets
+it claims at once instead of at its next poll. Nothing depends on the datagram arriving:
+polling every poll-interval stays the fallback (another host, a full buffer, a worker
+in another network namespace).
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Iterable
+
+
+def address(pid: int) -> bytes:
+    """The abstract socket address of the worker with this pid."""
+    return b"\0queuectl-worker-%d" % pid
+
+
+def listen(pid: int) -> socket.socket | None:
+    """Bind this worker's wake-up socket (non-blocking); None if the name is taken or unsupported."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.bind(address(pid))
+    except OSError:
+        sock.close()
+        return None
+    sock.setblocking(False)
+    return sock
+
+
+def poke(pids: Iterable[int]) -> int:
+    """Send a wake-up to each pid's worker socket; return how many were delivered. Never raises."""
+    delivered = 0
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)
+        for pid in pids:
+            try:
+                sock.sendto(b"!", address(pid))
+                delivered += 1
+            except OSError:
+                pass  # no such worker here, or its buffer is full: it is awake anyway
+    return delivered
