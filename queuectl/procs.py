@@ -90,6 +90,29 @@ def _group_member_states(pgid: int):
                 yield fields[0]
 
 
+def groups_with_env(entry: bytes) -> set[int]:
+    """Return the process groups of this user's processes whose environment holds `entry` (b"KEY=VALUE").
+
+    The fallback for a job whose group was never recorded: its shell and children carry
+    QUEUECTL_JOB_ID in their environment (proc(5): /proc/PID/environ, readable for one's
+    own processes).
+    """
+    groups = set()
+    for proc in os.scandir("/proc"):
+        if not proc.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{proc.name}/environ", "rb") as f:
+                if entry not in f.read().split(b"\0"):
+                    continue
+        except OSError:
+            continue
+        fields = _stat_fields(int(proc.name))
+        if fields is not None and fields[0] not in (b"Z", b"X"):
+            groups.add(int(fields[2]))
+    return groups
+
+
 def signal_group(pgid: int, sig: int) -> bool:
     """Send `sig` to process group `pgid`; return False if the group is gone."""
     try:

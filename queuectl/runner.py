@@ -70,6 +70,21 @@ def job_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+class JobEnvironment:
+    """job_environment, encoded once: jobs get the worker's environment as it was at start.
+
+    subprocess encodes every str variable on every start; bytes pass through, which
+    saves a measurable share of a short job's cost.
+    """
+
+    def __init__(self):
+        self.base = {os.fsencode(k): os.fsencode(v) for k, v in job_environment().items()}
+
+    def job(self, extra: dict[str, str]) -> dict[bytes, bytes]:
+        """Return the base environment plus `extra` (bytes)."""
+        return {**self.base, **{os.fsencode(k): os.fsencode(v) for k, v in extra.items()}}
+
+
 class RunningJob:
     """One started job: its process, its output so far, and its timeout state."""
 

@@ -206,15 +206,34 @@ class SqliteStore:
         """
         if limit <= 0:
             return []
-        where, params = self._ready_filter(queues, now)
         with self._write() as c:
-            rows = c.execute(
-                f"UPDATE jobs SET state = 'processing', worker_id = ?, attempts = attempts + 1,"
-                f" started_at = ?, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
-                f" WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_ready WHERE {where}"
-                f" ORDER BY priority DESC, run_at, seq LIMIT ?) RETURNING {_JOB_COLUMNS}",
-                (worker_id, now, now, *params, limit),
-            ).fetchall()
+            return self._claim(c, worker_id, queues, limit, now)
+
+    def exchange(self, worker_id: int, outcomes: Sequence[Outcome], requeue: Sequence[str],
+                 queues: Sequence[str], limit: int, now: float,
+                 config: dict[str, Any] | None = None) -> tuple[list[JobState | None], list[Job]]:
+        """Finish jobs, requeue jobs and claim new ones in one transaction (a worker's group commit).
+
+        Does what `finish`, `requeue` and `claim` do, in that order, with one commit instead
+        of three. `config` (the settings in force, as the worker last read them) spares a
+        read of the config table. Returns (the finished jobs' new states, the claimed jobs).
+        """
+        with self._write() as c:
+            config = config or self._settings(c)
+            states = [self._finish_one(c, worker_id, o, now, config) for o in outcomes]
+            self._requeue(c, worker_id, requeue, now)
+            jobs = self._claim(c, worker_id, queues, limit, now) if limit > 0 else []
+        return states, jobs
+
+    def _claim(self, c, worker_id: int, queues: Sequence[str], limit: int, now: float) -> list[Job]:
+        where, params = self._ready_filter(queues, now)
+        rows = c.execute(
+            f"UPDATE jobs SET state = 'processing', worker_id = ?, attempts = attempts + 1,"
+            f" started_at = ?, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
+            f" WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_ready WHERE {where}"
+            f" ORDER BY priority DESC, run_at, seq LIMIT ?) RETURNING {_JOB_COLUMNS}",
+            (worker_id, now, now, *params, limit),
+        ).fetchall()
         jobs = [Job.from_row(r) for r in rows]
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.seq))
         return jobs
@@ -272,15 +291,19 @@ class SqliteStore:
     def requeue(self, worker_id: int, job_ids: Sequence[str], now: float) -> int:
         """Put this worker's processing jobs back to pending without using an attempt; return how many."""
         with self._write() as c:
-            n = 0
-            for job_id in job_ids:
-                n += c.execute(
-                    "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0), worker_id = NULL,"
-                    " pgid = NULL, pgid_start = NULL, started_at = NULL, updated_at = ?"
-                    " WHERE id = ? AND worker_id = ? AND state = 'processing'",
-                    (now, job_id, worker_id),
-                ).rowcount
-            return n
+            return self._requeue(c, worker_id, job_ids, now)
+
+    @staticmethod
+    def _requeue(c, worker_id: int, job_ids: Sequence[str], now: float) -> int:
+        return sum(
+            c.execute(
+                "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0), worker_id = NULL,"
+                " pgid = NULL, pgid_start = NULL, started_at = NULL, updated_at = ?"
+                " WHERE id = ? AND worker_id = ? AND state = 'processing'",
+                (now, job_id, worker_id),
+            ).rowcount
+            for job_id in job_ids
+        )
 
     # -- workers and recovery -----------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from queuectl import settings as settings_mod
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, QueuectlError
 from queuectl.models import one_line
 from queuectl.notify import Notifier
-from queuectl.runner import Runner, job_environment
+from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import drain, on_stop
 from queuectl.wake import listen as listen_for_pokes
 from queuectl.store import Outcome, SqliteStore
@@ -32,6 +32,8 @@ _NAME = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
 EXIT_OK = 0
 EXIT_LOST = 1  # another worker declared this one dead and took its jobs
 EXIT_CONFIG = 78
+#: Seconds a job runs before its process group is written to the database for recovery.
+RECORD_AFTER = 0.02
 
 
 def default_name() -> str:
@@ -87,6 +89,8 @@ class Worker:
         self._unrecorded: list = []  # (job id, RunResult) of ended jobs not yet written
         self._draining_recorded = False
         self._poke = None  # the wake-up socket (queuectl.wake)
+        self._env = JobEnvironment()
+        self._unrecorded_groups: dict = {}  # job id -> RunningJob whose group is not yet in the database
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -156,12 +160,12 @@ class Worker:
                     if not self._heartbeat():
                         return EXIT_LOST
                     next_beat = now + self._beat_interval()
-                self._flush()
+                record_in = self._record_groups()
                 stopping = self.stop_requests > 0
                 if stopping and not self._draining_recorded:
                     self.store.mark_draining(self.worker_id, self.clock())
                     self._draining_recorded = True
-                claimed = 0 if stopping else self._claim_and_start()
+                claimed = self._exchange(stopping)
                 if not self.runner.running and not claimed and not self._unrecorded:
                     if stopping:
                         log.info("worker %s stopped: %s", self.name, self._summary())
@@ -172,6 +176,9 @@ class Worker:
                 wait = max(0.0, next_beat - self.monotonic())
                 if not stopping and len(self.runner.running) < self.slots:
                     wait = min(wait, self.config["poll-interval"])
+                record_in = self._record_groups() if claimed else record_in
+                if record_in is not None:
+                    wait = min(wait, record_in)
             except DatabaseError as e:
                 # A locked or failing database: keep the jobs running and their results in memory,
                 # send no watchdog ping, and try again shortly. systemd restarts a worker stuck here.
@@ -232,53 +239,68 @@ class Worker:
         ids = f": {', '.join(running[:5])}{', ...' if len(running) > 5 else ''}" if running else ""
         return f"{head}{ids}; {self._summary()}"
 
-    def _claim_and_start(self) -> int:
-        free = self.slots - len(self.runner.running)
-        if free <= 0:
+    def _exchange(self, stopping: bool) -> int:
+        """Record ended jobs and claim as many new ones as slots are free, in one transaction; start them.
+
+        Returns how many jobs were claimed. On a database error the ended jobs' results stay
+        in memory for the next try.
+        """
+        free = 0 if stopping else self.slots - len(self.runner.running)
+        finished = self._unrecorded
+        if not finished and free <= 0:
             return 0
-        jobs = self.store.claim(self.worker_id, self.queues, free, self.clock())
-        started = []
-        for job in jobs:
-            timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
-            env = job_environment({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(job.attempts),
-                                   "QUEUECTL_QUEUE": job.queue})
-            proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
-            if proc is not None:
-                started.append((job.id, proc.pgid, proc.pgid_start))
-            log.info("job %s started (attempt %d): %s", job.id, job.attempts, one_line(job.command, 80))
-        if started:
-            self.store.record_processes(self.worker_id, started)
+        forced = [key for key, _ in finished if key in self._forced]
+        outcomes = [Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr)
+                    for key, r in finished if key not in self._forced]
+        states, jobs = self.store.exchange(self.worker_id, outcomes, forced, self.queues, free, self.clock(),
+                                           self.config)
+        self._unrecorded = []
+        for key in forced:
+            self._forced.discard(key)
+            log.warning("job %s stopped and put back to pending", key)
+        for outcome, state in zip(outcomes, states):
+            self._report(outcome, state)
+        self._start(jobs)
         return len(jobs)
 
-    def _flush(self) -> None:
-        """Write the results of ended jobs; on a database error they stay for the next try."""
-        if not self._unrecorded:
-            return
-        finished = self._unrecorded
-        now = self.clock()
-        forced = [key for key, _ in finished if key in self._forced]
-        if forced:
-            self.store.requeue(self.worker_id, forced, now)
-            for key in forced:
-                self._forced.discard(key)
-                log.warning("job %s stopped and put back to pending", key)
-        outcomes = [
-            Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr)
-            for key, r in finished if key not in forced
-        ]
-        self._unrecorded = [(k, r) for k, r in finished if k not in forced]
-        states = self.store.finish(self.worker_id, outcomes, now) if outcomes else []
-        self._unrecorded = []
-        for outcome, state in zip(outcomes, states):
-            if state is None:
-                log.warning("job %s was taken from this worker (recovered elsewhere); its result is dropped",
-                            outcome.job_id)
-            elif outcome.ok:
-                self.stats.done += 1
-                log.info("job %s completed", outcome.job_id)
-            else:
-                self.stats.failed += 1
-                log.warning("job %s failed (%s): now %s", outcome.job_id, outcome.error, state.value)
+    def _report(self, outcome: Outcome, state) -> None:
+        if state is None:
+            log.warning("job %s was taken from this worker (recovered elsewhere); its result is dropped",
+                        outcome.job_id)
+        elif outcome.ok:
+            self.stats.done += 1
+            log.info("job %s completed", outcome.job_id)
+        else:
+            self.stats.failed += 1
+            log.warning("job %s failed (%s): now %s", outcome.job_id, outcome.error, state.value)
+
+    def _start(self, jobs) -> None:
+        """Start claimed jobs; their process groups are recorded once they outlive RECORD_AFTER."""
+        for job in jobs:
+            timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
+            env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(job.attempts),
+                                 "QUEUECTL_QUEUE": job.queue})
+            proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
+            if proc is not None:
+                self._unrecorded_groups[job.id] = proc
+            log.info("job %s started (attempt %d): %s", job.id, job.attempts, one_line(job.command, 80))
+
+    def _record_groups(self) -> float | None:
+        """Record the process groups of jobs running for RECORD_AFTER or more; return when to look again.
+
+        A job that ends sooner never needs its group recorded, which spares a commit per
+        short job; a recovery finds an unrecorded group by the job's environment.
+        """
+        now = self.monotonic()
+        due = {k: p for k, p in self._unrecorded_groups.items() if k in self.runner.running
+               and now - p.started >= RECORD_AFTER}
+        if due:
+            self.store.record_processes(self.worker_id, [(k, p.pgid, p.pgid_start) for k, p in due.items()])
+        self._unrecorded_groups = {k: p for k, p in self._unrecorded_groups.items()
+                                   if k in self.runner.running and k not in due}
+        if not self._unrecorded_groups:
+            return None
+        return max(0.0, min(p.started for p in self._unrecorded_groups.values()) + RECORD_AFTER - now)
 
     # -- recovery ----------------------------------------------------------------------------------
 
@@ -302,9 +324,17 @@ class Worker:
     @staticmethod
     def _kill_local(jobs) -> None:
         for j in jobs:
-            if j.pgid and j.host is not None and procs.is_local(j.host, j.boot_id):
+            if j.host is None or not procs.is_local(j.host, j.boot_id):
+                continue
+            if j.pgid:
                 if procs.kill_group(j.pgid, j.pgid_start):
                     log.warning("killed the leftover process group %d of job %s", j.pgid, j.job_id)
+                continue
+            # Its group was never recorded (the worker died within RECORD_AFTER of starting it):
+            # find the job's processes by the QUEUECTL_JOB_ID in their environment.
+            for pgid in procs.groups_with_env(b"QUEUECTL_JOB_ID=" + j.job_id.encode()):
+                if procs.signal_group(pgid, signal.SIGKILL):
+                    log.warning("killed the leftover process group %d of job %s", pgid, j.job_id)
 
     def _report_recovered(self, recovered, whose: str) -> None:
         for job_id, state in recovered:

@@ -143,3 +143,23 @@ def test_job_process_identity_is_recorded():
         wait_for(lambda: not procs.group_alive(job.pgid, job.pgid_start), 5, message="the group to die")
     finally:
         runner.close()
+
+
+def test_a_job_whose_group_was_never_recorded_is_found_by_its_environment():
+    from queuectl.runner import JobEnvironment
+    from queuectl.store import JobProcess
+    from queuectl.worker import Worker
+
+    runner = Runner(100)
+    try:
+        job = runner.start("k", "sleep 30 & sleep 30", env=JobEnvironment().job({"QUEUECTL_JOB_ID": "lost-1"}))
+        wait_for(lambda: procs.groups_with_env(b"QUEUECTL_JOB_ID=lost-1") == {job.pgid}, 5,
+                 message="the job's group to be found by its environment")
+        assert procs.groups_with_env(b"QUEUECTL_JOB_ID=lost-") == set()  # whole entries only
+        unrecorded = JobProcess("lost-1", 1, None, None, procs.hostname(), procs.boot_id())
+        Worker._kill_local([unrecorded])  # what a recovery does for a job with no recorded group
+        done, _ = runner.wait(10)
+        assert done[0][1].error.startswith("killed by signal 9")
+        wait_for(lambda: not procs.group_alive(job.pgid, job.pgid_start), 5, message="the whole group to die")
+    finally:
+        runner.close()
