@@ -20,6 +20,7 @@ def main(outdir: str) -> None:
     completion = os.path.join(outdir, "bash-completion")
     os.makedirs(man, exist_ok=True)
     os.makedirs(completion, exist_ok=True)
+    cli.load_all()  # click-man walks cli.commands, which loads lazily
     write_man_pages("queuectl", cli, version=__version__, target_dir=man)
     with open(os.path.join(completion, "queuectl"), "w") as f:
         f.write(BashComplete(cli, {}, "queuectl", "_QUEUECTL_COMPLETE").source())

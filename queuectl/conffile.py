@@ -13,7 +13,6 @@ QUEUECTL_CONFIG names another file (empty: none).
 
 from __future__ import annotations
 
-import configparser
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -36,8 +35,9 @@ class SiteConfig:
 def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
     """Read the site configuration file if there is one; raises InvalidConfig if it is malformed."""
     path = environ.get("QUEUECTL_CONFIG", DEFAULT_PATH)
-    if not path:
+    if not path or not os.path.exists(path):
         return SiteConfig()
+    import configparser  # only when there is a file: keeps it off most start-ups
     parser = configparser.ConfigParser(interpolation=None)
     try:
         with open(path, encoding="utf-8") as f:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import secrets
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -33,8 +33,8 @@ class NewJob:
 
 
 def new_job_id() -> str:
-    """Return a fresh random job id (16 hex digits)."""
-    return secrets.token_hex(8)
+    """Return a fresh random job id (16 hex digits, from os.urandom)."""
+    return os.urandom(8).hex()
 
 
 def _is_int(v) -> bool:

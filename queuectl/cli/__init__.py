@@ -6,12 +6,12 @@ line on stderr and an exit code here, in `EXIT_CODES`.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from queuectl import __version__
-from queuectl.cli import config, dlq, jobs, worker
 from queuectl.cli.common import App
 from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
 
@@ -28,8 +28,40 @@ def exit_code_for(error: QueuectlError) -> int:
     return next(code for cls, code in EXIT_CODES if isinstance(error, cls))
 
 
+#: Each command and the module that defines it, imported only when that command runs (or for
+#: --help), so `queuectl enqueue` does not pay for the worker's imports.
+COMMANDS = {
+    "enqueue": "queuectl.cli.jobs:enqueue",
+    "list": "queuectl.cli.jobs:list_",
+    "show": "queuectl.cli.jobs:show",
+    "logs": "queuectl.cli.jobs:logs",
+    "status": "queuectl.cli.jobs:status",
+    "worker": "queuectl.cli.worker:worker",
+    "dlq": "queuectl.cli.dlq:dlq",
+    "config": "queuectl.cli.config:config",
+}
+
+
 class QueuectlGroup(click.Group):
-    """A group whose errors are one line on stderr, never a traceback or a usage dump."""
+    """A group whose errors are one line on stderr, never a traceback or a usage dump.
+
+    Subcommands load lazily from COMMANDS (the pattern of Click's documentation,
+    "Lazily Loading Subcommands").
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMANDS:
+            module, attr = COMMANDS[name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
+
+    def load_all(self) -> None:
+        """Import every subcommand (for tools that walk `commands`, such as click-man)."""
+        for name in COMMANDS:
+            self.get_command(None, name)
 
     def main(self, args=None, prog_name=None, **extra):  # noqa: D102 (Click's signature)
         extra.pop("standalone_mode", None)
@@ -83,10 +115,6 @@ def cli(ctx: click.Context, db: str | None) -> None:
         raise InvalidInput("--db (or QUEUECTL_DB) is empty: give a database path")
     source = ctx.get_parameter_source("db")
     ctx.obj = App(db, "environment" if source == click.core.ParameterSource.ENVIRONMENT else "option")
-
-
-for _module in (jobs, worker, dlq, config):
-    _module.register(cli)
 
 
 def main() -> None:

@@ -80,8 +80,3 @@ def list_(app, as_json):
         print_json(values)
         return
     print_table(["KEY", "VALUE", "MEANING"], [[k, _show(v), SETTINGS[k].help] for k, v in values.items()])
-
-
-def register(group: click.Group) -> None:
-    """Add this module's commands to the top-level group."""
-    group.add_command(config)

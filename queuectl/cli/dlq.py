@@ -59,8 +59,3 @@ def retry(app, job_ids):
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
     wake_workers(store)
-
-
-def register(group: click.Group) -> None:
-    """Add this module's commands to the top-level group."""
-    group.add_command(dlq)

@@ -195,9 +195,3 @@ def status(app, as_json):
         print_table(["UNIT", "ACTIVE", "SUB", "RESTARTS", "STATUS"],
                     [[u["Id"], u.get("ActiveState"), u.get("SubState"), u.get("NRestarts"), u.get("StatusText")]
                      for u in unit_states])
-
-
-def register(group: click.Group) -> None:
-    """Add this module's commands to the top-level group."""
-    for command in (enqueue, list_, show, logs, status):
-        group.add_command(command)

@@ -114,8 +114,3 @@ def stop(app, names, timeout, force):
     late = [r.name for r in results if r.outcome == "timeout"]
     if late:
         raise QueuectlError(f"still draining after {timeout:g} s: {', '.join(late)}")
-
-
-def register(group: click.Group) -> None:
-    """Add this module's commands to the top-level group."""
-    group.add_command(worker)
