@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 from functools import lru_cache
 
 
@@ -41,8 +40,8 @@ def boot_id() -> str:
 
 @lru_cache(maxsize=1)
 def hostname() -> str:
-    """Return this host's name."""
-    return socket.gethostname()
+    """Return this host's name (uname(2)'s nodename, what gethostname(2) returns on Linux)."""
+    return os.uname().nodename
 
 
 def is_local(host: str, boot: str) -> bool:

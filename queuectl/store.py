@@ -218,6 +218,8 @@ class SqliteStore:
         of three. `config` (the settings in force, as the worker last read them) spares a
         read of the config table. Returns (the finished jobs' new states, the claimed jobs).
         """
+        if not outcomes and not requeue and not self._any_ready(queues, now):
+            return [], []  # an idle poll: a read, no write lock
         with self._write() as c:
             config = config or self._settings(c)
             states = [self._finish_one(c, worker_id, o, now, config) for o in outcomes]
@@ -238,14 +240,21 @@ class SqliteStore:
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.seq))
         return jobs
 
+    def _any_ready(self, queues: Sequence[str], now: float) -> bool:
+        return self._exists_ready(*self._ready_filter(queues, now))
+
+    def _exists_ready(self, where: str, params: list) -> bool:
+        with self._errors():
+            return self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready WHERE {where})",
+                                     params).fetchone()[0] == 1
+
     @staticmethod
     def _ready_filter(queues: Sequence[str], now: float) -> tuple[str, list]:
         return _queue_filter(f"{_READY} AND run_at <= ?", [now], queues)
 
     def has_work(self, queues: Sequence[str], now: float) -> bool:
         """Return True if a job in `queues` is ready now or is waiting for a retry (state failed)."""
-        where, params = _queue_filter(f"{_READY} AND (run_at <= ? OR state = 'failed')", [now], queues)
-        return self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_ready WHERE {where})", params).fetchone()[0] == 1
+        return self._exists_ready(*_queue_filter(f"{_READY} AND (run_at <= ? OR state = 'failed')", [now], queues))
 
     def record_processes(self, worker_id: int, started: Iterable[tuple[str, int, int | None]]) -> None:
         """Record each (job id, pgid, leader start time) of jobs this worker started, in one transaction."""

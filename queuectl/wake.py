@@ -10,8 +10,11 @@ in another network namespace).
 
 from __future__ import annotations
 
-import socket
 from typing import Iterable
+
+# The C module under `socket`: `queuectl enqueue` only sends one datagram, and importing the
+# socket wrapper (with its enum and selectors set-up) costs it a measurable share of its start-up.
+import _socket as socket
 
 
 def address(pid: int) -> bytes:
@@ -19,7 +22,7 @@ def address(pid: int) -> bytes:
     return b"\0queuectl-worker-%d" % pid
 
 
-def listen(pid: int) -> socket.socket | None:
+def listen(pid: int) -> "socket.socket | None":
     """Bind this worker's wake-up socket (non-blocking); None if the name is taken or unsupported."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
@@ -34,7 +37,8 @@ def listen(pid: int) -> socket.socket | None:
 def poke(pids: Iterable[int]) -> int:
     """Send a wake-up to each pid's worker socket; return how many were delivered. Never raises."""
     delivered = 0
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
         sock.setblocking(False)
         for pid in pids:
             try:
@@ -42,4 +46,6 @@ def poke(pids: Iterable[int]) -> int:
                 delivered += 1
             except OSError:
                 pass  # no such worker here, or its buffer is full: it is awake anyway
+    finally:
+        sock.close()
     return delivered

@@ -668,7 +668,8 @@ def test_stored_config_breaking_the_heartbeat_rule_stops_workers(run_cli, db, se
 
 def _command_paths(group: click.Group, prefix=()):
     yield prefix
-    for name, command in group.commands.items():
+    for name in group.list_commands(None):  # the top level loads its commands lazily
+        command = group.get_command(None, name)
         if isinstance(command, click.Group):
             yield from _command_paths(command, (*prefix, name))
         else:
@@ -797,3 +798,18 @@ def test_empty_file_becomes_a_queuectl_database(run_cli, db):
     open(db, "wb").close()
     assert ok(run_cli("enqueue", '{"id":"z","command":"true"}')) == "z\n"
     assert json_only(run_cli("status", "--json"))["jobs"]["pending"] == 1
+
+
+def test_enqueue_imports_neither_the_worker_nor_click_commands_it_does_not_run(db):
+    import subprocess
+    import sys
+
+    script = ("import atexit, sys; atexit.register(lambda: print(*sorted(sys.modules), file=sys.stderr));"
+              "from queuectl.cli import main; main()")
+    r = subprocess.run([sys.executable, "-c", script, "--db", db, "enqueue", '{"command":"true"}'],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    imported = set(r.stderr.split())
+    assert "queuectl.cli.jobs" in imported and "queuectl.store" in imported
+    assert not imported & {"queuectl.worker", "queuectl.runner", "queuectl.cli.worker", "queuectl.cli.dlq",
+                           "queuectl.notify", "configparser", "socket", "subprocess"}, imported
