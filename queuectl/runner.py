@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import selectors
 import signal
-import subprocess
 import time
 from dataclasses import dataclass
 from typing import Callable, Hashable
@@ -85,26 +84,97 @@ class JobEnvironment:
         return {**self.base, **{os.fsencode(k): os.fsencode(v) for k, v in extra.items()}}
 
 
+def close_inherited_on_exec() -> None:
+    """Mark every descriptor above 2 close-on-exec, so no job inherits one.
+
+    posix_spawn has no close_fds: descriptors this process inherited from its parent (a
+    terminal multiplexer's, a CI runner's) would reach every job. Python's own are
+    close-on-exec already (PEP 446), and so are SQLite's.
+    """
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass  # the descriptor listing /proc/self/fd itself, gone by now
+
+
+def spawn(command: str, cwd: str | None, env) -> tuple[int, int, int]:
+    """Start `/bin/sh -c command` in a new session; return (pid, stdout fd, stderr fd) to read.
+
+    stdin is /dev/null. Uses posix_spawn(3) (vfork and exec, none of subprocess's Python
+    work per start, which is a large share of a short job's cost). Like subprocess, it
+    gives the job default dispositions for SIGPIPE and SIGXFSZ, which Python ignores. The
+    cwd is entered around the spawn, which is safe as the worker has one thread. Raises
+    OSError (for example FileNotFoundError for a missing cwd) if the job cannot start.
+    """
+    out_r, out_w = os.pipe()  # both ends close on exec (PEP 446); dup2 onto 1 and 2 clears that
+    err_r, err_w = os.pipe()
+    here = None
+    try:
+        if cwd is not None:
+            here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+            os.chdir(cwd)
+        pid = os.posix_spawn(
+            "/bin/sh", ["/bin/sh", "-c", command], env,
+            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                          (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2)],
+            setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+        )
+    except OSError:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        if here is not None:
+            os.fchdir(here)
+            os.close(here)
+        os.close(out_w)
+        os.close(err_w)
+    return pid, out_r, err_r
+
+
 class RunningJob:
     """One started job: its process, its output so far, and its timeout state."""
 
-    def __init__(self, proc: subprocess.Popen, timeout: float | None, output_limit: int, started: float):
-        self.proc = proc
-        self.pgid = proc.pid  # start_new_session: the shell leads its own group
-        self.pgid_start = procs.process_start_time(proc.pid)
+    def __init__(self, pid: int, stdout: int, stderr: int, timeout: float | None, output_limit: int,
+                 started: float):
+        self.pid = pid
+        self.pgid = pid  # a new session: the shell leads its own group
+        self._pgid_start: int | None = None
+        self.returncode: int | None = None
         self.started = started
         self.deadline = started + timeout if timeout else None
         self.timeout = timeout
         self.kill_at: float | None = None
         self.timed_out = False
-        self.streams = {proc.stdout.fileno(): Tail(output_limit), proc.stderr.fileno(): Tail(output_limit)}
-        self._files = {proc.stdout.fileno(): proc.stdout, proc.stderr.fileno(): proc.stderr}
+        self.streams = {stdout: Tail(output_limit), stderr: Tail(output_limit)}
         for fd in self.streams:
             os.set_blocking(fd, False)
         try:
-            self.pidfd: int | None = os.pidfd_open(proc.pid)
+            self.pidfd: int | None = os.pidfd_open(pid)
         except (AttributeError, OSError):
             self.pidfd = None  # kernels before 5.3: exit is found by polling
+
+    @property
+    def pgid_start(self) -> int | None:
+        """The shell's start time (clock ticks since boot), read when first asked for.
+
+        Read late on purpose: /proc/PID/stat of a process in the middle of exec waits
+        for it, which would cost every short job a share of its run.
+        """
+        if self._pgid_start is None and self.returncode is None:
+            self._pgid_start = procs.process_start_time(self.pid)
+        return self._pgid_start
+
+    def poll(self) -> bool:
+        """Reap the shell if it has exited (without waiting); return True once it has."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode is not None
 
     def read(self, fd: int) -> bool:
         """Read what is available on `fd`; return False at end of file."""
@@ -147,11 +217,12 @@ class RunningJob:
 
     def finish(self, now: float) -> RunResult:
         """Reap the exited shell, drain its pipes and return the result."""
-        code = self.proc.wait()
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        code = self.returncode
         for fd in self.streams:
             self._drain(fd)
-        for f in self._files.values():
-            f.close()
+            os.close(fd)
         if self.pidfd is not None:
             os.close(self.pidfd)
         if self.timed_out:
@@ -183,6 +254,7 @@ class Runner:
 
     def __init__(self, output_limit: int, kill_grace: float = KILL_GRACE,
                  clock: Callable[[], float] = time.monotonic):
+        close_inherited_on_exec()
         self.output_limit = output_limit
         self.kill_grace = kill_grace
         self.clock = clock
@@ -208,21 +280,13 @@ class Runner:
         """
         now = self.clock()
         try:
-            proc = subprocess.Popen(
-                ["/bin/sh", "-c", command],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env=env if env is not None else job_environment(),
-                start_new_session=True,
-            )
+            pid, stdout, stderr = spawn(command, cwd, env if env is not None else job_environment())
         except OSError as e:
             reason = e.strerror or str(e)
             where = f": {e.filename}" if e.filename else ""
             self._done.append((key, RunResult(None, f"cannot start: {reason}{where}", b"", b"", 0.0)))
             return None
-        job = RunningJob(proc, timeout, self.output_limit, now)
+        job = RunningJob(pid, stdout, stderr, timeout, self.output_limit, now)
         self.running[key] = job
         for fd in job.streams:
             self._sel.register(fd, selectors.EVENT_READ, ("out", key))
@@ -251,7 +315,7 @@ class Runner:
                 d = job.tick(now, self.kill_grace)
                 if d is not None and (next_deadline is None or d < next_deadline):
                     next_deadline = d
-                if job.pidfd is None and job.proc.poll() is not None:
+                if job.pidfd is None and job.poll():
                     self._reap(key)
             if self._done or woken:
                 done, self._done = self._done, []

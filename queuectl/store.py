@@ -276,25 +276,26 @@ class SqliteStore:
             return [self._finish_one(c, worker_id, o, now, config) for o in outcomes]
 
     def _finish_one(self, c, worker_id, o: Outcome, now, config) -> JobState | None:
-        row = c.execute(
-            "SELECT seq, attempts, max_retries FROM jobs WHERE id = ? AND worker_id = ? AND state = 'processing'",
-            (o.job_id, worker_id),
-        ).fetchone()
+        owned = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
+        ended = ("updated_at = ?, finished_at = ?, exit_code = ?, last_error = ?,"
+                 " worker_id = NULL, pgid = NULL, pgid_start = NULL")
+        if o.ok:  # one statement: a success needs nothing read first
+            state = JobState.COMPLETED
+            row = c.execute(f"UPDATE jobs SET state = 'completed', {ended} {owned} RETURNING seq, attempts",
+                            (now, now, o.exit_code, o.error, o.job_id, worker_id)).fetchone()
+        else:
+            row = c.execute(f"SELECT seq, attempts, max_retries FROM jobs {owned}", (o.job_id, worker_id)).fetchone()
+            if row is not None:
+                state, run_at = _after_failure(row["attempts"], row["max_retries"], now, config)
+                c.execute(f"UPDATE jobs SET state = ?, run_at = coalesce(?, run_at), {ended} WHERE seq = ?",
+                          (state.value, run_at, now, now, o.exit_code, o.error, row["seq"]))
         if row is None:
             return None
-        if o.ok:
-            state, run_at = JobState.COMPLETED, None
-        else:
-            state, run_at = _after_failure(row["attempts"], row["max_retries"], now, config)
-        c.execute(
-            "UPDATE jobs SET state = ?, run_at = coalesce(?, run_at), updated_at = ?, finished_at = ?,"
-            " exit_code = ?, last_error = ?, worker_id = NULL, pgid = NULL, pgid_start = NULL WHERE seq = ?",
-            (state.value, run_at, now, now, o.exit_code, o.error, row["seq"]),
-        )
-        c.execute(
-            "INSERT OR REPLACE INTO job_output (seq, stdout, stderr) VALUES (?, ?, ?)",
-            (row["seq"], o.stdout, o.stderr),
-        )
+        if o.stdout or o.stderr:
+            c.execute("INSERT OR REPLACE INTO job_output (seq, stdout, stderr) VALUES (?, ?, ?)",
+                      (row["seq"], o.stdout, o.stderr))
+        elif row["attempts"] > 1:  # an earlier attempt's output must not pass for this one's
+            c.execute("DELETE FROM job_output WHERE seq = ?", (row["seq"],))
         return state
 
     def requeue(self, worker_id: int, job_ids: Sequence[str], now: float) -> int:

@@ -163,3 +163,18 @@ def test_a_job_whose_group_was_never_recorded_is_found_by_its_environment():
         wait_for(lambda: not procs.group_alive(job.pgid, job.pgid_start), 5, message="the whole group to die")
     finally:
         runner.close()
+
+
+def test_jobs_get_default_sigpipe_and_no_inherited_descriptors(tmp_path):
+    # Python ignores SIGPIPE; a job must not, or `yes | head` would never end.
+    r = run("yes | head -n 1", timeout=10)
+    assert r.ok and r.stdout == b"y\n" and not r.timed_out
+    # Only stdin, stdout and stderr reach the job, even when the worker inherited more.
+    extra = os.open("/dev/null", os.O_RDONLY)
+    os.set_inheritable(extra, True)
+    try:
+        fds = run("ls /proc/$$/fd").stdout.split()
+    finally:
+        os.close(extra)
+    assert sorted(fds) == [b"0", b"1", b"2"], fds
+    assert run("readlink /proc/$$/fd/0").stdout.strip() == b"/dev/null"

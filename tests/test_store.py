@@ -370,3 +370,15 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     w = register(store)
     store.mark_draining(w, NOW)
     assert store.worker_by_name("w1").draining_since == NOW
+
+
+def test_a_silent_retry_does_not_keep_the_previous_attempts_output(store):
+    add(store, id="a", max_retries=1)
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    store.finish(w, [Outcome("a", False, 1, "exit code 1", b"first out", b"first err")], NOW)
+    assert store.get_job("a", output=True).stdout == b"first out"
+    store.claim(w, [], 1, NOW + 100)
+    store.finish(w, [Outcome("a", True, 0, None, b"", b"")], NOW + 100)
+    job = store.get_job("a", output=True)
+    assert (job.state, job.stdout or b"", job.stderr or b"") == (JobState.COMPLETED, b"", b"")
