@@ -39,7 +39,11 @@ deb:
 	@PATH=$(DEB_PATH) command -v dpkg-buildpackage >/dev/null && PATH=$(DEB_PATH) dpkg-checkbuilddeps 2>/dev/null || \
 	  { echo "make deb needs Debian's build tools: apt-get install $(DEB_TOOLS)" >&2; exit 1; }
 	rm -rf build/deb && mkdir -p build/deb/src
-	git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --parents -t build/deb/src
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --parents -t build/deb/src; \
+	else \
+	  tar --exclude=./.venv --exclude=./build --exclude=./demo-work -cf - . | tar -xf - -C build/deb/src; \
+	fi
 	cd build/deb/src && PATH=$(DEB_PATH) dpkg-buildpackage -us -uc -b
 	@ls build/deb/*.deb
 

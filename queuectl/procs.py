@@ -30,12 +30,45 @@ def _stat_fields(pid: int) -> list[bytes] | None:
 
 @lru_cache(maxsize=1)
 def boot_id() -> str:
-    """Return this boot's id (proc(5): /proc/sys/kernel/random/boot_id), or '' if unavailable."""
+    """Return this boot's identity: "BOOT_ID BTIME" (either part may be empty if unreadable).
+
+    BOOT_ID is /proc/sys/kernel/random/boot_id and BTIME the boot time in Unix seconds
+    from /proc/stat (proc(5)). Both are kept because neither alone is enough: inside a
+    systemd-nspawn container, a service with ProtectKernelTunables= or ProtectProc= sees
+    the kernel's boot_id while a shell sees the container's, but both see one btime; and
+    btime alone moves when the wall clock is stepped. See same_boot.
+    """
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
+            kernel = f.read().strip()
     except OSError:
-        return ""
+        kernel = ""
+    btime = ""
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    btime = line.split()[1]
+                    break
+    except OSError:
+        pass
+    return f"{kernel} {btime}"
+
+
+def same_boot(recorded: str) -> bool:
+    """Return True if a boot identity recorded by boot_id() (here or in another namespace) is this boot's.
+
+    Equal boot ids decide; otherwise boot times within 2 s of each other do (a reboot
+    takes longer than that).
+    """
+    mine_id, _, mine_btime = boot_id().partition(" ")
+    their_id, _, their_btime = recorded.partition(" ")
+    if their_id and their_id == mine_id:
+        return True
+    try:
+        return abs(int(their_btime) - int(mine_btime)) <= 2
+    except ValueError:
+        return False
 
 
 @lru_cache(maxsize=1)
@@ -46,14 +79,14 @@ def hostname() -> str:
 
 def is_local(host: str, boot: str) -> bool:
     """Return True if (host, boot) names this host in its current boot."""
-    return host == hostname() and boot == boot_id()
+    return host == hostname() and same_boot(boot)
 
 
 def owner_alive(host: str, boot: str, pid: int, pid_start: int | None) -> bool | None:
     """Return whether the process (host, boot, pid, start time) lives; None if it ran on another host."""
     if host != hostname():
         return None
-    return boot == boot_id() and process_alive(pid, pid_start)
+    return same_boot(boot) and process_alive(pid, pid_start)
 
 
 def process_alive(pid: int, start_time: int | None) -> bool:

@@ -355,11 +355,10 @@ class SqliteStore:
         with self._write() as c:
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
 
-    def local_worker_pids(self, host: str, boot_id: str) -> list[int]:
-        """Return the pids of the workers registered from this host and boot."""
+    def worker_pids(self, host: str) -> list[tuple[int, str]]:
+        """Return (pid, boot identity) of the workers registered from `host`."""
         with self._errors():
-            rows = self.conn.execute("SELECT pid FROM workers WHERE host = ? AND boot_id = ?", (host, boot_id))
-            return [r[0] for r in rows]
+            return [(r[0], r[1]) for r in self.conn.execute("SELECT pid, boot_id FROM workers WHERE host = ?", (host,))]
 
     def worker_by_name(self, name: str) -> WorkerInfo | None:
         """Return the registered worker called `name`, or None."""

@@ -66,7 +66,9 @@ def _systemctl(verb: str, options: str, units: Sequence[str]) -> None:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise QueuectlError(f"systemctl {verb} {' '.join(units)} failed: {e}") from None
     if out.returncode != 0:
-        reason = (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1]
+        reason = (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[0]
+        if os.geteuid() != 0 and ("denied" in reason.lower() or "interactive authentication" in reason.lower()):
+            reason += " (stopping a service needs root: run it with sudo)"
         raise QueuectlError(f"systemctl {verb} {' '.join(units)} failed: {reason}")
 
 

@@ -875,3 +875,22 @@ def test_database_in_a_missing_directory_from_environment(tmp_path):
                        timeout=60, stdin=subprocess.DEVNULL, env=clean_env())
     assert r.returncode == 2, r.stderr
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_bad_queue_list_from_the_environment_is_a_configuration_error(db, workers):
+    w = workers.start("--burst", env={"QUEUECTL_WORKER_QUEUES": "good bad/q"})
+    assert w.wait(30) == 78
+    out = WorkerProcs.output(w)
+    assert out.count("\n") == 1 and "QUEUECTL_WORKER_QUEUES" in out and "bad/q" in out, out
+    cli_side = queuectl(db, "worker", "start", "--burst", "--queue", "bad/q", check=False)
+    assert cli_side.returncode == 2
+
+
+def test_start_up_errors_reach_the_journal_as_errors(db, tmp_path):
+    log = tmp_path / "journal-standin"
+    with open(log, "wb") as f:
+        st = os.fstat(f.fileno())
+        r = subprocess.run([*QUEUECTL, "--db", db, "worker", "start", "--count", "0"], stderr=f,
+                           env={**os.environ, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}, timeout=60)
+    assert r.returncode == 2
+    assert log.read_text().startswith("<3>queuectl: error: ")

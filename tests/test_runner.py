@@ -178,3 +178,13 @@ def test_jobs_get_default_sigpipe_and_no_inherited_descriptors(tmp_path):
         os.close(extra)
     assert sorted(fds) == [b"0", b"1", b"2"], fds
     assert run("readlink /proc/$$/fd/0").stdout.strip() == b"/dev/null"
+
+
+def test_boot_identity_survives_a_different_boot_id_view_but_not_a_reboot():
+    mine = procs.boot_id()
+    kernel_id, btime = mine.split(" ")
+    assert procs.same_boot(mine)
+    assert procs.same_boot(f"other-namespace-view {btime}")  # a sandboxed /proc under nspawn
+    assert procs.same_boot(f"{kernel_id} {int(btime) + 3600}")  # the wall clock was stepped
+    assert not procs.same_boot(f"another-boot {int(btime) - 60}")  # rebooted a minute later
+    assert not procs.same_boot("") and not procs.same_boot("garbage")

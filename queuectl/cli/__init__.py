@@ -90,7 +90,10 @@ def _from_environment(error: click.UsageError) -> bool:
 
 
 def _fail(message: str, code: int):
-    click.echo(f"queuectl: error: {message}", err=True)
+    from queuectl.logsetup import stderr_is_journal
+
+    prefix = "<3>" if stderr_is_journal() else ""  # an error to `journalctl -p err`, as sd-daemon(3) has it
+    click.echo(f"{prefix}queuectl: error: {message}", err=True)
     sys.exit(code)
 
 

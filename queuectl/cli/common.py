@@ -104,4 +104,4 @@ def wake_workers(store: SqliteStore) -> None:
     """Tell this host's workers that jobs are ready (after the commit), so idle ones claim at once."""
     from queuectl import procs, wake
 
-    wake.poke(store.local_worker_pids(procs.hostname(), procs.boot_id()))
+    wake.poke(pid for pid, boot in store.worker_pids(procs.hostname()) if procs.same_boot(boot))

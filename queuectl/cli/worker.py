@@ -8,7 +8,7 @@ import sys
 import click
 
 from queuectl.cli.common import pass_app
-from queuectl.errors import InvalidInput, QueuectlError
+from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
 
 
 @click.group(no_args_is_help=False)
@@ -27,7 +27,7 @@ def worker():
               envvar="QUEUECTL_WORKER_COUNT", help="Jobs run at once (slots) [env QUEUECTL_WORKER_COUNT].")
 @click.option("--queue", "-q", "queues", multiple=True, metavar="NAME", envvar="QUEUECTL_WORKER_QUEUES",
               help="Take jobs from this queue only; repeat for several (default: every queue)"
-                   " [env QUEUECTL_WORKER_QUEUES, space-separated].")
+                   " [env QUEUECTL_WORKER_QUEUES, separated by spaces or commas].")
 @click.option("--burst", is_flag=True, help="Exit 0 once no job is ready, waiting for a retry, or running.")
 @click.option("--name", metavar="NAME", envvar="QUEUECTL_WORKER_NAME",
               help="Worker name, unique among live workers [default: HOST-PID].")
@@ -56,7 +56,12 @@ def start(app, count, queues, burst, name, daemon, pidfile, log_file):
     from queuectl.worker import Worker, check_name, default_name
 
     name = check_name(name) if name is not None else default_name()  # --name '' is an error, not the default
-    queues = tuple(dict.fromkeys(check_queue(q) for arg in queues for q in arg.split(",") if q))
+    try:
+        queues = tuple(dict.fromkeys(check_queue(q) for arg in queues for q in arg.split(",") if q))
+    except InvalidInput as e:
+        if click.get_current_context().get_parameter_source("queues") == click.core.ParameterSource.ENVIRONMENT:
+            raise InvalidConfig(f"QUEUECTL_WORKER_QUEUES: {e}") from None  # a unit must not restart on it
+        raise
     if (pidfile or log_file) and not daemon:
         raise InvalidInput("--pidfile and --log-file go with --daemon")
 

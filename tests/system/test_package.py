@@ -131,6 +131,9 @@ def test_remove_stops_instances_and_keeps_data_purge_removes_it(host):
     assert c.run("pgrep", "-u", "queuectl", check=False).stdout == ""
     assert (c.root / "var/lib/queuectl/queuectl.db").exists()
     assert (c.root / "etc/queuectl/queuectl.conf").exists()
+    wants = c.root / "etc/systemd/system/multi-user.target.wants/queuectl-worker@1.service"
+    assert wants.is_symlink()  # the admin's `enable` survives a remove
     apt(c, "purge", "queuectl")
     assert not (c.root / "var/lib/queuectl").exists()
     assert not (c.root / "etc/queuectl").exists()
+    assert not wants.is_symlink()  # and no dangling link survives a purge

@@ -48,6 +48,8 @@ def test_two_instances_run_20_jobs_and_status_shows_their_units(sysd):
     assert q(c, "logs", "j7").stdout == "7\nqueuectl\n"  # ran as the service's user
     status = json.loads(q(c, "status", "--json").stdout)
     assert sorted(w["name"] for w in status["workers"]) == ["1", "2"]
+    # the sandboxed services and this shell agree that the workers are local and alive
+    assert [w["state"] for w in status["workers"]] == ["running", "running"]
     assert {w["unit"] for w in status["workers"]} == {"queuectl-worker@1.service", "queuectl-worker@2.service"}
     units = {u["unit"]: u for u in status["units"]}
     for name in ("queuectl-worker@1.service", "queuectl-worker@2.service"):
@@ -161,3 +163,14 @@ def test_per_instance_environment_file_sets_slots_and_queues(sysd):
     start(c, "4")
     [w] = json.loads(q(c, "status", "--json").stdout)["workers"]
     assert (w["name"], w["slots"], sorted(w["queues"])) == ("4", 3, ["build", "deploy"])
+
+
+def test_enqueue_wakes_a_sandboxed_worker_at_once(sysd):
+    c = sysd
+    start(c, "1")
+    q(c, "config", "set", "poll-interval", "60")  # without the wake-up, a minute's wait
+    time.sleep(6.5)  # past a heartbeat (5 s), where the worker re-reads its settings: it now polls once a minute
+    began = time.monotonic()
+    enqueue(c, id="woken", command="true")
+    until(state_is(c, "woken", "completed"), "the woken worker to run the job", timeout=20)
+    assert time.monotonic() - began < 10
