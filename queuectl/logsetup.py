@@ -34,17 +34,23 @@ def stderr_is_journal(environ: Mapping[str, str] = os.environ, stream: TextIO | 
     return (st.st_dev, st.st_ino) == (dev, ino)
 
 
-def configure(stream: TextIO | None = None, journal: bool | None = None) -> None:
-    """Send the worker's log records (INFO and up) to `stream` (default stderr)."""
+def configure(stream: TextIO | None = None, journal: bool | None = None, verbose: bool = False) -> None:
+    """Send the worker's log records (INFO and up; DEBUG too if `verbose`) to `stream` (default stderr)."""
     stream = stream or sys.stderr
+    # A worker logs twice per job: skip what the records would gather and the format never
+    # shows (the caller's frame, thread and process), as the logging HOWTO's "Optimization" advises.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     if journal is None:
         journal = stderr_is_journal(stream=stream)
     handler = logging.StreamHandler(stream)
     if journal:
         handler.setFormatter(PriorityFormatter("%(message)s"))
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s queuectl-worker[%(process)d] %(levelname)s %(message)s"))
+        handler.setFormatter(logging.Formatter(f"%(asctime)s queuectl-worker[{os.getpid()}] %(levelname)s %(message)s"))
     root = logging.getLogger("queuectl")
     root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False

@@ -283,7 +283,8 @@ class Worker:
             proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
             if proc is not None:
                 self._unrecorded_groups[job.id] = proc
-            log.info("job %s started (attempt %d): %s", job.id, job.attempts, one_line(job.command, 80))
+            # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO
+            log.debug("job %s started (attempt %d): %s", job.id, job.attempts, one_line(job.command, 80))
 
     def _record_groups(self) -> float | None:
         """Record the process groups of jobs running for RECORD_AFTER or more; return when to look again.

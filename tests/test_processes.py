@@ -594,3 +594,13 @@ def test_enqueue_and_dlq_retry_wake_an_idle_worker_at_once(db, run_cli, store, w
     assert store.get_job("a").finished_at > store.get_job("a").created_at
     w.send_signal(signal.SIGTERM)
     assert wait_exit(w) == 0
+
+
+def test_verbose_logs_each_start_and_the_default_only_ends(db, run_cli):
+    configure(run_cli)
+    enqueue(run_cli, id="quiet", command="true")
+    default = queuectl(db, "worker", "start", "--burst")
+    assert "job quiet completed" in default.stderr and "job quiet started" not in default.stderr
+    enqueue(run_cli, id="loud", command="true")
+    verbose = queuectl(db, "worker", "start", "--burst", "--verbose")
+    assert "job loud started (attempt 1): true" in verbose.stderr and "job loud completed" in verbose.stderr

@@ -31,12 +31,13 @@ def worker():
 @click.option("--burst", is_flag=True, help="Exit 0 once no job is ready, waiting for a retry, or running.")
 @click.option("--name", metavar="NAME", envvar="QUEUECTL_WORKER_NAME",
               help="Worker name, unique among live workers [default: HOST-PID].")
+@click.option("--verbose", "-v", is_flag=True, help="Log each job's start too (DEBUG), not only its end.")
 @click.option("--daemon", is_flag=True, help="Detach from the terminal (for hosts without systemd).")
 @click.option("--pidfile", type=click.Path(dir_okay=False), help="With --daemon: write the worker's pid here.")
 @click.option("--log-file", type=click.Path(dir_okay=False),
               help="With --daemon: append the log here [default: worker-NAME.log beside the database].")
 @pass_app
-def start(app, count, queues, burst, name, daemon, pidfile, log_file):
+def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
     """Run a worker until stopped: in the foreground, as a systemd service, or detached (--daemon).
 
     SIGTERM, Ctrl+C, `queuectl worker stop` or `systemctl stop` drain it: it claims
@@ -83,7 +84,7 @@ def start(app, count, queues, burst, name, daemon, pidfile, log_file):
         from queuectl.daemonize import detach
 
         detach(pidfile and os.path.abspath(pidfile), log_file)  # from here on we are the daemon
-    logsetup.configure()
+    logsetup.configure(verbose=verbose)
     sys.exit(make_worker().run())
 
 
