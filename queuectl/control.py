@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from queuectl import procs, units
-from queuectl.errors import NotFound
+from queuectl.errors import NotFound, PermissionDenied
 from queuectl.models import WorkerInfo
 
 
@@ -52,6 +52,7 @@ def worker_state(w: WorkerInfo, now: float, stale_after: float) -> str:
 
 
 def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None, force: bool = False,
+                 draining: Callable[[WorkerInfo], bool] | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> list[StopResult]:
     """Ask each worker to drain and wait up to `timeout` seconds (None: forever) for all to exit.
 
@@ -60,8 +61,11 @@ def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None, force: bo
     unit is inactive. Any other worker gets SIGTERM, and only if its pid and start time
     match the registration, so a recycled pid is never hit. A worker already draining is
     not signalled again (a second signal would stop its jobs) unless `force`, which sends
-    exactly that second signal: running jobs are stopped and put back to pending. Raises
-    QueuectlError if systemctl refuses (for example without root).
+    exactly that second signal: running jobs are stopped and put back to pending. A worker
+    not yet draining gets the second signal once `draining(worker)` says the first has
+    been taken (two signals that arrive together count as one). Raises QueuectlError if
+    systemctl refuses (for example without root), PermissionDenied if a worker belongs
+    to another user.
     """
     under_systemd = units.systemd_booted()
     live, results = [], []
@@ -81,7 +85,12 @@ def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None, force: bo
                 continue
             except ProcessLookupError:
                 pass
+            except PermissionError:
+                raise PermissionDenied(f"cannot signal worker {w.name!r} (pid {w.pid}): run this as its user"
+                                       " or as root") from None
         results.append(StopResult(w.name, w.pid, "not running"))
+    if force:
+        _second_signal([w for w, _ in live if w.draining_since is None], draining, sleep, under_systemd)
     deadline = None if timeout is None else time.monotonic() + timeout
     while live:
         done = [(w, gone) for w, gone in live if gone()]
@@ -93,3 +102,19 @@ def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None, force: bo
         if live:
             sleep(0.1)
     return results
+
+
+def _second_signal(workers: Sequence[WorkerInfo], draining, sleep, under_systemd: bool) -> None:
+    """Send the forcing second SIGTERM to workers that have just been asked to drain."""
+    for w in workers:
+        for _ in range(200):  # up to 10 s for the worker to take the first signal
+            if draining is None or draining(w):
+                break
+            sleep(0.05)
+        if w.unit and under_systemd:
+            units.kill([w.unit], signal.SIGTERM)
+        elif procs.process_alive(w.pid, w.pid_start):
+            try:
+                os.kill(w.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass

@@ -25,10 +25,6 @@ class JobState(str, enum.Enum):
         return self.value
 
 
-#: States a worker may claim from (once run_at has come).
-READY_STATES = (JobState.PENDING, JobState.FAILED)
-
-
 def iso(ts: float | None) -> str | None:
     """Format a Unix time (seconds) as ISO-8601 in UTC with its offset, or None."""
     if ts is None:

@@ -84,6 +84,14 @@ class JobEnvironment:
         return {**self.base, **{os.fsencode(k): os.fsencode(v) for k, v in extra.items()}}
 
 
+def signal_name(number: int) -> str:
+    """Return "SIGTERM" for 15; real-time and unknown signals get "SIG<number>"."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
 def close_inherited_on_exec() -> None:
     """Mark every descriptor above 2 close-on-exec, so no job inherits one.
 
@@ -225,12 +233,13 @@ class RunningJob:
             os.close(fd)
         if self.pidfd is not None:
             os.close(self.pidfd)
-        if self.timed_out:
-            procs.signal_group(self.pgid, signal.SIGKILL)  # leave no stray member of a timed-out job
+        if self.timed_out or self.kill_at is not None:
+            # It was stopped (a timeout, a forced stop): no member that ignored SIGTERM may outlive it.
+            procs.signal_group(self.pgid, signal.SIGKILL)
         if self.timed_out:
             error = f"timed out after {self.timeout:g} s"
         elif code < 0:
-            error = f"killed by signal {-code} ({signal.Signals(-code).name})"
+            error = f"killed by signal {-code} ({signal_name(-code)})"
         elif code > 0:
             error = f"exit code {code}"
         else:

@@ -19,7 +19,7 @@ from queuectl import settings as settings_mod
 from queuectl.backoff import backoff_delay
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound, PermissionDenied
 from queuectl.jobspec import NewJob
-from queuectl.models import READY_STATES, Job, JobState, WorkerInfo
+from queuectl.models import Job, JobState, WorkerInfo
 from queuectl.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
 #: Seconds a connection waits for another writer's lock before reporting "database is locked".
@@ -136,10 +136,11 @@ class SqliteStore:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
+                self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if self.conn.in_transaction:  # SQLite may have rolled back by itself already
+                    self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -180,19 +181,22 @@ class SqliteStore:
                     " run_at, created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
-        except sqlite3.IntegrityError:
-            index = self._first_duplicate([j.id for j in jobs])
+        except sqlite3.IntegrityError as e:
+            with self._errors():
+                index = self._first_duplicate([j.id for j in jobs])
+            if index is None:
+                raise DatabaseError(f"database {self.path}: {e}") from None
             raise DuplicateJob(jobs[index].id, index) from None
         return [j.id for j in jobs]
 
-    def _first_duplicate(self, ids: list[str]) -> int:
-        """Return the index of the first id that exists already or repeats an earlier one."""
+    def _first_duplicate(self, ids: list[str]) -> int | None:
+        """Return the index of the first id that exists already or repeats an earlier one, or None."""
         seen: set[str] = set()
         for index, job_id in enumerate(ids):
             if job_id in seen or self.conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone():
                 return index
             seen.add(job_id)
-        return 0
+        return None
 
     # -- worker side ------------------------------------------------------------------------
 
@@ -202,12 +206,9 @@ class SqliteStore:
         Ready: pending or failed with run_at <= now, in `queues` (empty: every queue).
         Order: priority (higher first), then run_at, then enqueue order. Each claim counts
         one attempt. One UPDATE ... RETURNING inside BEGIN IMMEDIATE, so two workers never
-        claim the same job.
+        claim the same job. (`exchange` with nothing to finish.)
         """
-        if limit <= 0:
-            return []
-        with self._write() as c:
-            return self._claim(c, worker_id, queues, limit, now)
+        return self.exchange(worker_id, (), (), queues, limit, now)[1]
 
     def exchange(self, worker_id: int, outcomes: Sequence[Outcome], requeue: Sequence[str],
                  queues: Sequence[str], limit: int, now: float,
@@ -270,10 +271,9 @@ class SqliteStore:
         A success completes the job. A failure schedules a retry (state failed, run_at =
         now + backoff) while attempts <= max_retries, else moves the job to dead (the DLQ).
         A job this worker no longer owns is left alone and its entry is None.
+        (`exchange` with nothing to claim.)
         """
-        with self._write() as c:
-            config = self._settings(c)
-            return [self._finish_one(c, worker_id, o, now, config) for o in outcomes]
+        return self.exchange(worker_id, outcomes, (), (), 0, now)[0]
 
     def _finish_one(self, c, worker_id, o: Outcome, now, config) -> JobState | None:
         owned = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
@@ -317,7 +317,8 @@ class SqliteStore:
 
     # -- workers and recovery -----------------------------------------------------------------
 
-    def register_worker(self, info: dict[str, Any], now: float, replace: int | None = None) -> tuple[int, list]:
+    def register_worker(self, info: dict[str, Any], now: float, replace: int | None = None,
+                        config: dict[str, Any] | None = None) -> tuple[int, list]:
         """Register a worker incarnation; return (its id, [(job id, state)] recovered from `replace`).
 
         `info` has name, host, boot_id, pid, pid_start, slots, queues (list), unit. With
@@ -326,7 +327,7 @@ class SqliteStore:
         worker of that name is registered and is not the one being replaced.
         """
         with self._write() as c:
-            recovered = self._recover(c, replace, now) if replace is not None else []
+            recovered = self._recover(c, replace, now, config) if replace is not None else []
             try:
                 cur = c.execute(
                     "INSERT INTO workers (name, host, boot_id, pid, pid_start, slots, queues, unit,"
@@ -402,13 +403,15 @@ class SqliteStore:
             ).fetchall()
         return [WorkerInfo.from_row(r) for r in rows]
 
-    def recover(self, worker_id: int | None, now: float, stale_after: float) -> list[tuple[str, JobState]]:
+    def recover(self, worker_id: int | None, now: float, stale_after: float,
+                config: dict[str, Any] | None = None) -> list[tuple[str, JobState]]:
         """Recover the processing jobs of a dead worker; return [(job id, new state)].
 
         `worker_id` None recovers jobs whose worker row is gone. The worker must still be
         stale inside the transaction (its heartbeat older than `stale_after`), so a worker
         that came back keeps its jobs. Each job counts a failed attempt, error "worker
         lost", and follows the retry/DLQ rule. The dead worker's registration is removed.
+        `config`, the settings in force as the caller read them, spares reading them again.
         """
         with self._write() as c:
             if worker_id is not None:
@@ -417,10 +420,10 @@ class SqliteStore:
                 ).fetchone()
                 if alive:
                     return []
-            return self._recover(c, worker_id, now)
+            return self._recover(c, worker_id, now, config)
 
-    def _recover(self, c, worker_id: int | None, now: float) -> list[tuple[str, JobState]]:
-        config = self._settings(c)
+    def _recover(self, c, worker_id: int | None, now: float, config=None) -> list[tuple[str, JobState]]:
+        config = config or self._settings(c)
         if worker_id is None:
             rows = c.execute(
                 "SELECT seq, id, attempts, max_retries FROM jobs WHERE state = 'processing'"
@@ -621,4 +624,4 @@ def default_db_path() -> str:
     return os.path.join(base, "queuectl", "queuectl.db")
 
 
-__all__ = ["SqliteStore", "Outcome", "JobProcess", "DuplicateJob", "default_db_path", "READY_STATES"]
+__all__ = ["SqliteStore", "Outcome", "JobProcess", "DuplicateJob", "default_db_path"]

@@ -141,7 +141,7 @@ class Worker:
             "pid_start": procs.process_start_time(os.getpid()), "slots": self.slots,
             "queues": list(self.queues), "unit": self.unit,
         }
-        self.worker_id, recovered = self.store.register_worker(info, now, replace=replace)
+        self.worker_id, recovered = self.store.register_worker(info, now, replace=replace, config=self.config)
         self._report_recovered(recovered, "its previous incarnation")
         log.info("worker %s started: %d slot(s), queues %s", self.name, self.slots,
                  ",".join(self.queues) or "(all)")
@@ -160,12 +160,12 @@ class Worker:
                     if not self._heartbeat():
                         return EXIT_LOST
                     next_beat = now + self._beat_interval()
-                record_in = self._record_groups()
                 stopping = self.stop_requests > 0
                 if stopping and not self._draining_recorded:
                     self.store.mark_draining(self.worker_id, self.clock())
                     self._draining_recorded = True
                 claimed = self._exchange(stopping)
+                record_in = self._record_groups()
                 if not self.runner.running and not claimed and not self._unrecorded:
                     if stopping:
                         log.info("worker %s stopped: %s", self.name, self._summary())
@@ -176,7 +176,6 @@ class Worker:
                 wait = max(0.0, next_beat - self.monotonic())
                 if not stopping and len(self.runner.running) < self.slots:
                     wait = min(wait, self.config["poll-interval"])
-                record_in = self._record_groups() if claimed else record_in
                 if record_in is not None:
                     wait = min(wait, record_in)
             except DatabaseError as e:
@@ -317,10 +316,10 @@ class Worker:
         names = {w.id: w.name for w in self.store.stale_workers(now, stale_after)}
         worker_ids = ({j.worker_id for j in stale if j.host is not None} | set(names)) - {self.worker_id}
         for wid in sorted(worker_ids):
-            self._report_recovered(self.store.recover(wid, now, stale_after),
+            self._report_recovered(self.store.recover(wid, now, stale_after, self.config),
                                    f"dead worker {names.get(wid, f'#{wid}')!r}")
         if any(j.host is None for j in stale):
-            self._report_recovered(self.store.recover(None, now, stale_after), "no registered worker")
+            self._report_recovered(self.store.recover(None, now, stale_after, self.config), "no registered worker")
 
     @staticmethod
     def _kill_local(jobs) -> None:
@@ -357,3 +356,4 @@ class Worker:
             self.config = self._load_settings()
         except QueuectlError as e:
             log.error("keeping the previous settings: %s", e)
+        self.runner.output_limit = self.config["output-limit"]

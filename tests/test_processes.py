@@ -330,6 +330,18 @@ def test_worker_stop_force_requeues_the_running_jobs_of_a_draining_worker(db, ru
     assert (job.state, job.attempts) == (JobState.PENDING, 0)
 
 
+def test_worker_stop_force_on_a_worker_not_yet_draining(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)
+    enqueue(run_cli, id="j", command=f"echo $$ > {safe_path(tmp_path / 'pid')}; sleep 30")
+    w = workers.start("--name", "w")
+    until(lambda: read_pid(tmp_path / "pid"), "the job to start", procs=[w])
+    r = queuectl(db, "worker", "stop", "--force", "--timeout", "20")
+    assert r.stdout == f"w (pid {w.pid}): stopped\n"
+    assert wait_exit(w) == 0
+    job = store.get_job("j")
+    assert (job.state, job.attempts) == (JobState.PENDING, 0)
+
+
 def test_sighup_drains_like_sigterm(db, run_cli, store, workers, tmp_path):
     configure(run_cli)
     enqueue(run_cli, id="j", command=f"echo started > {safe_path(tmp_path / 'started')}; sleep 1; echo done")

@@ -188,3 +188,23 @@ def test_boot_identity_survives_a_different_boot_id_view_but_not_a_reboot():
     assert procs.same_boot(f"{kernel_id} {int(btime) + 3600}")  # the wall clock was stepped
     assert not procs.same_boot(f"another-boot {int(btime) - 60}")  # rebooted a minute later
     assert not procs.same_boot("") and not procs.same_boot("garbage")
+
+
+def test_a_real_time_signal_is_named_not_a_crash():
+    r = run("kill -40 $$")
+    assert r.exit_code is None and r.error == "killed by signal 40 (SIG40)"
+
+
+def test_a_stopped_job_leaves_no_member_that_ignored_sigterm(tmp_path):
+    pidfile = tmp_path / "pid"
+    runner = Runner(100, kill_grace=30)  # the grace would let a TERM-proof member live on
+    try:
+        runner.start("k", f"(trap '' TERM; exec sleep 60) & echo $! > {pidfile}; wait")
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 5, message="the grandchild to start")
+        grandchild = int(pidfile.read_text())
+        runner.stop_all(signal.SIGTERM)  # what a second stop signal does
+        done, _ = runner.wait(10)
+        assert done and done[0][1].error == "killed by signal 15 (SIGTERM)"
+        wait_for(lambda: gone(grandchild), 5, message="the TERM-proof grandchild to be killed")
+    finally:
+        runner.close()

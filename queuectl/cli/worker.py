@@ -114,7 +114,13 @@ def stop(app, names, timeout, force):
     if not targets:
         click.echo("no workers are running on this host", err=True)
         return
-    results = stop_workers(targets, timeout, force=force)
+    store = app.store()
+
+    def draining(w) -> bool:
+        now = store.worker_by_name(w.name)
+        return now is None or now.id != w.id or now.draining_since is not None
+
+    results = stop_workers(targets, timeout, force=force, draining=draining)
     for r in results:
         click.echo(f"{r.name} (pid {r.pid}): {r.outcome}")
     late = [r.name for r in results if r.outcome == "timeout"]
