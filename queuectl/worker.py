@@ -224,7 +224,8 @@ class Worker:
         return interval
 
     def _summary(self) -> str:
-        return f"{self.stats.done} done, {self.stats.failed} failed"
+        recovered = f", {self.stats.recovered} recovered" if self.stats.recovered else ""
+        return f"{self.stats.done} done, {self.stats.failed} failed{recovered}"
 
     def _status_line(self) -> str:
         """One line for systemd's STATUS=: idle or the running jobs, and the counts so far."""
