@@ -316,25 +316,15 @@ def test_second_stop_signal_requeues_running_job(db, run_cli, store, workers, tm
     assert status(db)["workers"] == []
 
 
-def test_worker_stop_force_requeues_the_running_jobs_of_a_draining_worker(db, run_cli, store, workers, tmp_path):
+@pytest.mark.parametrize("draining_first", [True, False], ids=["already-draining", "not-yet-draining"])
+def test_worker_stop_force_requeues_the_running_jobs(db, run_cli, store, workers, tmp_path, draining_first):
     configure(run_cli)
     enqueue(run_cli, id="j", command=f"echo $$ > {safe_path(tmp_path / 'pid')}; sleep 30")
     w = workers.start("--name", "w")
     until(lambda: read_pid(tmp_path / "pid"), "the job to start", procs=[w])
-    assert queuectl(db, "worker", "stop", "--timeout", "0.2", check=False).returncode == 1
-    until(lambda: store.worker_by_name("w").draining_since is not None, "the drain to be recorded", procs=[w])
-    r = queuectl(db, "worker", "stop", "--force", "--timeout", "20")
-    assert r.stdout == f"w (pid {w.pid}): stopped\n"
-    assert wait_exit(w) == 0
-    job = store.get_job("j")
-    assert (job.state, job.attempts) == (JobState.PENDING, 0)
-
-
-def test_worker_stop_force_on_a_worker_not_yet_draining(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)
-    enqueue(run_cli, id="j", command=f"echo $$ > {safe_path(tmp_path / 'pid')}; sleep 30")
-    w = workers.start("--name", "w")
-    until(lambda: read_pid(tmp_path / "pid"), "the job to start", procs=[w])
+    if draining_first:
+        assert queuectl(db, "worker", "stop", "--timeout", "0.2", check=False).returncode == 1
+        until(lambda: store.worker_by_name("w").draining_since is not None, "the drain to be recorded", procs=[w])
     r = queuectl(db, "worker", "stop", "--force", "--timeout", "20")
     assert r.stdout == f"w (pid {w.pid}): stopped\n"
     assert wait_exit(w) == 0
