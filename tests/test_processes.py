@@ -126,6 +126,17 @@ def start_slow_first_attempt(run_cli, store, workers, tmp_path, job_id: str, nam
     return worker, pgid
 
 
+def start_sleeping_job(run_cli, workers, tmp_path):
+    """Enqueue job "j" (it writes its shell's pid, then sleeps 30 s) and start worker "w" on it.
+
+    Return (the worker process, the job's pgid) once the job runs.
+    """
+    configure(run_cli)
+    enqueue(run_cli, id="j", command=f"echo $$ > {safe_path(tmp_path / 'pid')}; sleep 30")
+    w = workers.start("--name", "w")
+    return w, until(lambda: read_pid(tmp_path / "pid"), "the job to start", procs=[w])
+
+
 def safe_path(path) -> str:
     """The path as shell text; these tests only use paths that need no quoting."""
     text = str(path)
@@ -284,10 +295,7 @@ def test_one_stop_signal_drains_running_job(db, run_cli, store, workers, tmp_pat
 
 @pytest.mark.parametrize("stop", [_sigterm, _sigint_group], ids=["sigterm-twice", "sigint-twice"])
 def test_second_stop_signal_requeues_running_job(db, run_cli, store, workers, tmp_path, stop):
-    configure(run_cli)
-    enqueue(run_cli, id="j", command=f"echo $$ > {safe_path(tmp_path / 'pid')}; sleep 30")
-    w = workers.start("--name", "w")
-    pgid = until(lambda: read_pid(tmp_path / "pid"), "the job to start", procs=[w])
+    w, pgid = start_sleeping_job(run_cli, workers, tmp_path)
     until(lambda: store.get_job("j").pgid == pgid, "the job's process group to be recorded", procs=[w])
 
     stop(w)
@@ -318,10 +326,7 @@ def test_second_stop_signal_requeues_running_job(db, run_cli, store, workers, tm
 
 @pytest.mark.parametrize("draining_first", [True, False], ids=["already-draining", "not-yet-draining"])
 def test_worker_stop_force_requeues_the_running_jobs(db, run_cli, store, workers, tmp_path, draining_first):
-    configure(run_cli)
-    enqueue(run_cli, id="j", command=f"echo $$ > {safe_path(tmp_path / 'pid')}; sleep 30")
-    w = workers.start("--name", "w")
-    until(lambda: read_pid(tmp_path / "pid"), "the job to start", procs=[w])
+    w, _ = start_sleeping_job(run_cli, workers, tmp_path)
     if draining_first:
         assert queuectl(db, "worker", "stop", "--timeout", "0.2", check=False).returncode == 1
         until(lambda: store.worker_by_name("w").draining_since is not None, "the drain to be recorded", procs=[w])
