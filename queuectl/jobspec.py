@@ -11,7 +11,10 @@ from datetime import datetime, timezone
 
 from queuectl.errors import InvalidInput
 
-MAX_COMMAND_BYTES = 128 * 1024
+#: The longest command in bytes (UTF-8): it is passed to /bin/sh as one argument, and Linux refuses
+#: an argument of MAX_ARG_STRLEN (32 pages, 128 KiB) or more with E2BIG, counting its NUL
+#: (execve(2), "Limits on size of arguments and environment").
+MAX_COMMAND_BYTES = 128 * 1024 - 1
 MAX_RETRIES = 2**31 - 1
 FIELDS = ("id", "command", "queue", "priority", "max_retries", "run_at", "delay", "timeout", "cwd")
 _ID = re.compile(r"[A-Za-z0-9._:@+=-]{1,128}")

@@ -11,6 +11,7 @@ import grp
 import json
 import os
 import sqlite3
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
@@ -87,6 +88,7 @@ class SqliteStore:
     def __init__(self, path: str, *, durable: bool = True, busy_timeout: float = BUSY_TIMEOUT,
                  defaults: dict[str, Any] | None = None):
         self.path = os.path.abspath(path)
+        self.busy_timeout = busy_timeout
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
         _check_path(self.path)
         _create_file(self.path)
@@ -154,7 +156,7 @@ class SqliteStore:
             raise DatabaseError(
                 f"{self.path} has schema version {version}, newer than this queuectl's {SCHEMA_VERSION}; upgrade queuectl"
             )
-        self.conn.execute("PRAGMA journal_mode = WAL")  # persistent; must run outside a transaction
+        self._enter_wal()
         with self._write() as c:
             version = c.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
             for step in range(version + 1, SCHEMA_VERSION + 1):
@@ -162,6 +164,25 @@ class SqliteStore:
                     c.execute(statement)
                 c.execute(f"PRAGMA user_version = {step}")
             c.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+    def _enter_wal(self) -> None:
+        """Switch the file to WAL mode (persistent), waiting up to busy_timeout for other openers.
+
+        The switch needs an exclusive lock and SQLite does not run the busy handler for it:
+        two processes that open a new database at once (two units started together) would
+        otherwise see "database is locked" at once. Must run outside a transaction.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     # -- enqueue --------------------------------------------------------------------------
 

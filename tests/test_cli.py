@@ -164,13 +164,28 @@ def test_enqueue_every_field(run_cli):
     assert json_only(run_cli("show", "zulu", "--json"))["run_at"] == "2030-01-01T00:00:00.000+00:00"
 
 
-def test_enqueue_command_size_limit_counts_bytes(run_cli):
-    assert MAX_COMMAND_BYTES == 128 * 1024
+def test_enqueue_command_size_limit_counts_bytes_and_the_nul(run_cli, db):
+    # Linux's MAX_ARG_STRLEN (32 pages) counts the terminating NUL: 131,071 bytes of text at most.
+    assert MAX_COMMAND_BYTES == 128 * 1024 - 1
     ok(run_cli("enqueue", json.dumps({"id": "big", "command": "x" * MAX_COMMAND_BYTES})))
     assert len(json_only(run_cli("show", "big", "--json"))["command"]) == MAX_COMMAND_BYTES
-    # 65537 two-byte characters: fewer characters than the limit, more bytes.
+    before = snapshot(db)
+    assert_error(run_cli("enqueue", json.dumps({"command": "x" * (MAX_COMMAND_BYTES + 1)})), 2,
+                 "longer than 131071 bytes")
+    # 65536 two-byte characters: fewer characters than the limit, more bytes.
     assert_error(run_cli("enqueue", json.dumps({"command": "é" * (MAX_COMMAND_BYTES // 2 + 1)},
-                                               ensure_ascii=False)), 2, "longer than 131072 bytes")
+                                               ensure_ascii=False)), 2, "longer than 131071 bytes")
+    assert snapshot(db) == before
+
+
+def test_the_longest_command_accepted_runs(run_cli, db):
+    # One byte under what enqueue refuses: the shell must get it as one argument and run it.
+    command = "exit 0 #" + "x" * (MAX_COMMAND_BYTES - 8)
+    assert len(command.encode()) == MAX_COMMAND_BYTES
+    ok(run_cli("enqueue", json.dumps({"id": "longest", "command": command, "max_retries": 0})))
+    assert run_cli("worker", "start", "--burst").exit_code == 0
+    job = json_only(run_cli("show", "longest", "--json"))
+    assert (job["state"], job["exit_code"], job["last_error"]) == ("completed", 0, None)
 
 
 def test_enqueue_file_and_stdin(run_cli, tmp_path):
@@ -206,7 +221,7 @@ BAD_JOBS = [
     ('{"command": ["echo", "hi"]}', ["command must be a string"]),
     ('{"command": "a\\u0000b"}', ["NUL"]),
     ('{"command": "echo \\ud800"}', ["command must be valid Unicode"]),
-    (json.dumps({"command": "x" * (MAX_COMMAND_BYTES + 1)}), ["longer than 131072 bytes"]),
+    (json.dumps({"command": "x" * (MAX_COMMAND_BYTES + 1)}), ["longer than 131071 bytes"]),
     ('{"command": "x", "retries": 3, "env": {}}', ["unknown field(s) env, retries", "allowed: " + ", ".join(FIELDS)]),
     ('{"command": "x", "max_retries": -1}', ["max_retries must be a whole number from 0 to 2147483647"]),
     ('{"command": "x", "max_retries": 1.5}', ["max_retries must be a whole number from 0 to 2147483647"]),
@@ -416,10 +431,7 @@ def test_every_json_output_is_only_json(run_cli, populated, args):
     (("list", "--queue", "\udcff"), 2, ["queue names are"]),
     (("list", "--bogus"), 2, ["No such option"]),
     (("bogus",), 2, ["No such command 'bogus'"]),
-    ((), 2, ["Missing command"]),
-    (("dlq",), 2, ["Missing command"]),
-    (("config",), 2, ["Missing command"]),
-    (("worker",), 2, ["Missing command"]),
+    (("worker", "bogus"), 2, ["No such command 'bogus'"]),
     (("dlq", "list", "--limit", "0"), 2, ["--limit"]),
     (("status", "extra"), 2, ["unexpected extra argument"]),
 ])
@@ -694,6 +706,21 @@ def test_help_has_an_example(run_cli, db, path):
         assert text.startswith(" ".join(["Usage:", "cli", *path, ""]))  # the runner names the program "cli"
         assert re.search(r"^\s+Examples?:\n\s+queuectl \w", text, re.M), text
     assert not os.path.exists(db)  # help opens no database
+
+
+@pytest.mark.parametrize("group, subcommands", [
+    ((), ["enqueue", "list", "status", "worker", "dlq", "config"]),
+    (("worker",), ["start", "stop"]),
+    (("dlq",), ["list", "retry"]),
+    (("config",), ["get", "list", "set"]),
+], ids=["queuectl", "worker", "dlq", "config"])
+def test_a_group_without_a_subcommand_prints_its_help(run_cli, db, group, subcommands):
+    result = run_cli(*group)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == run_cli(*group, "--help").stdout  # the group's help, on stdout
+    listed = result.stdout.split("Commands:\n", 1)[1]
+    assert all(re.search(rf"^  {name}\s", listed, re.M) for name in subcommands), listed
+    assert not os.path.exists(db)
 
 
 def test_version(run_cli, db):

@@ -45,6 +45,23 @@ def test_new_database_is_versioned_wal_and_marked(db):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_a_new_database_opened_while_another_process_holds_a_lock_waits_for_it(db):
+    # Switching to WAL takes an exclusive lock and SQLite runs no busy handler for it: two
+    # workers opening a new database at once saw "database is locked" before the store waited.
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # a write lock, in rollback mode: what another opener holds
+    releaser = threading.Timer(0.3, holder.execute, ("COMMIT",))
+    releaser.start()
+    started = time.monotonic()
+    try:
+        SqliteStore(db).close()
+    finally:
+        releaser.join()
+        holder.close()
+    assert time.monotonic() - started >= 0.25  # it waited for the lock rather than failing
+    assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_enqueue_commits_with_synchronous_full_and_workers_with_normal(db):
     assert SqliteStore(db).conn.execute("PRAGMA synchronous").fetchone()[0] == 2
     assert SqliteStore(db, durable=False).conn.execute("PRAGMA synchronous").fetchone()[0] == 1

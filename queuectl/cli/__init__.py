@@ -12,7 +12,7 @@ import sys
 import click
 
 from queuectl import __version__
-from queuectl.cli.common import App
+from queuectl.cli.common import App, HelpGroup
 from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
 
 #: Exit codes, most specific class first. Click's own usage errors exit 2 as well.
@@ -42,7 +42,7 @@ COMMANDS = {
 }
 
 
-class QueuectlGroup(click.Group):
+class QueuectlGroup(HelpGroup):
     """A group whose errors are one line on stderr, never a traceback or a usage dump.
 
     Subcommands load lazily from COMMANDS (the pattern of Click's documentation,
@@ -97,7 +97,7 @@ def _fail(message: str, code: int):
     sys.exit(code)
 
 
-@click.group(cls=QueuectlGroup, no_args_is_help=False, short_help="a durable job queue for shell commands",  # Click 8.2+ would dump the help as an error
+@click.group(cls=QueuectlGroup, short_help="a durable job queue for shell commands",
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", metavar="PATH", envvar="QUEUECTL_DB",
               help="SQLite database file [env QUEUECTL_DB; default: db in /etc/queuectl/queuectl.conf,"

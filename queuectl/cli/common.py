@@ -13,6 +13,31 @@ from queuectl.conffile import SiteConfig
 from queuectl.errors import InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store import SqliteStore, default_db_path
 
+class HelpGroup(click.Group):
+    """A command group that, run without a subcommand, prints its help on stdout and exits 0.
+
+    As git and systemctl do, and as Click 8.1 did by default; Click 8.2's `no_args_is_help`
+    prints the help as an error (stderr, exit 2) instead. The group's own callback runs
+    first, so its options are still checked.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs["invoke_without_command"] = True
+        kwargs["no_args_is_help"] = False
+        super().__init__(*args, **kwargs)
+        callback = self.callback
+
+        def help_without_subcommand(*cb_args, **cb_kwargs):
+            rv = callback(*cb_args, **cb_kwargs) if callback is not None else None
+            ctx = click.get_current_context()
+            if ctx.invoked_subcommand is None:
+                click.echo(ctx.get_help())
+                ctx.exit(0)
+            return rv
+
+        self.callback = help_without_subcommand
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout, nothing else.")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from queuectl.cli.common import json_option, pass_app, print_json, print_table
+from queuectl.cli.common import HelpGroup, json_option, pass_app, print_json, print_table
 from queuectl.settings import SETTINGS, canonical_key
 
 
@@ -17,7 +17,7 @@ def _show(value) -> str:
     return str(value)
 
 
-@click.group(no_args_is_help=False)
+@click.group(cls=HelpGroup)
 def config():
     """Read and change settings (stored in the database, shared by every worker).
 

@@ -6,11 +6,11 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table, wake_workers
+from queuectl.cli.common import HelpGroup, json_option, note_truncation, pass_app, print_json, print_table, wake_workers
 from queuectl.models import JobState, iso, one_line
 
 
-@click.group(no_args_is_help=False)
+@click.group(cls=HelpGroup)
 def dlq():
     """Inspect and retry dead jobs (the dead letter queue).
 

@@ -7,11 +7,11 @@ import sys
 
 import click
 
-from queuectl.cli.common import pass_app
+from queuectl.cli.common import HelpGroup, pass_app
 from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
 
 
-@click.group(no_args_is_help=False)
+@click.group(cls=HelpGroup)
 def worker():
     """Run and stop workers.
 
