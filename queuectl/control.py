@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from queuectl import procs, units
+from queuectl import liveness, procs, units
+from queuectl.clock import Instant
 from queuectl.errors import NotFound, PermissionDenied
 from queuectl.models import WorkerInfo
 
@@ -37,16 +38,16 @@ def select_workers(workers: Sequence[WorkerInfo], names: Sequence[str]) -> list[
     return [by_name[n] for n in names]
 
 
-def worker_state(w: WorkerInfo, now: float, stale_after: float) -> str:
+def worker_state(w: WorkerInfo, now: Instant, stale_after: float) -> str:
     """Judge a registered worker: 'running', 'draining', 'stale' (no heartbeat for stale_after s) or 'dead'.
 
     'dead' needs the worker to be on this host with its process gone; a worker elsewhere
-    is judged by its heartbeat alone. Stale and dead workers' jobs are recovered by any
-    live worker.
+    is judged by its heartbeat alone (queuectl.liveness.heartbeat_age). Stale and dead
+    workers' jobs are recovered by any live worker.
     """
-    if procs.owner_alive(w.host, w.boot_id, w.pid, w.pid_start) is False:
+    if liveness.owner_alive(w) is False:
         return "dead"
-    if now - w.heartbeat_at > stale_after:
+    if liveness.heartbeat_age(w, now) > stale_after:
         return "stale"
     return "draining" if w.draining_since is not None else "running"
 
@@ -77,7 +78,7 @@ def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None, force: bo
     for w in workers:
         if w in by_unit:
             continue
-        if procs.owner_alive(w.host, w.boot_id, w.pid, w.pid_start):
+        if liveness.owner_alive(w):
             try:
                 if w.draining_since is None or force:
                     os.kill(w.pid, signal.SIGTERM)

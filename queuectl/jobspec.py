@@ -23,7 +23,11 @@ _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 @dataclass(frozen=True)
 class NewJob:
-    """A validated job ready to insert. `run_at` is Unix seconds, `timeout` seconds or None."""
+    """A validated job ready to insert. `run_at` is Unix seconds, `timeout` seconds or None.
+
+    `delay` is the relative wait (seconds) that set run_at: the job's `delay`, or 0 when it
+    gave no time; None when run_at was given as an absolute time, which stays absolute.
+    """
 
     id: str
     command: str
@@ -33,6 +37,7 @@ class NewJob:
     run_at: float
     timeout: float | None
     cwd: str | None
+    delay: float | None = 0.0
 
 
 def new_job_id() -> str:
@@ -130,9 +135,9 @@ def validate_job(obj, now: float) -> NewJob:
 
     if "run_at" in obj and "delay" in obj:
         raise InvalidInput("give run_at or delay, not both")
-    run_at = now
+    run_at, delay = now, 0.0
     if obj.get("run_at") is not None:
-        run_at = _parse_run_at(obj["run_at"])
+        run_at, delay = _parse_run_at(obj["run_at"]), None
     if obj.get("delay") is not None:
         delay = obj["delay"]
         if not _is_number(delay) or delay < 0:
@@ -161,6 +166,7 @@ def validate_job(obj, now: float) -> NewJob:
         run_at=run_at,
         timeout=float(timeout) if timeout is not None else None,
         cwd=cwd,
+        delay=float(delay) if delay is not None else None,
     )
 
 

@@ -118,7 +118,15 @@ class WorkerInfo:
     heartbeat_at: float
     unit: str | None = None
     draining_since: float | None = None
+    heartbeat_mono: float | None = None
+    beats: int = 0
+    pid_ns: str | None = None
     job_ids: tuple[str, ...] = ()
+
+    @property
+    def clock_domain(self) -> str:
+        """The boot whose CLOCK_MONOTONIC `heartbeat_mono` reads (the kernel boot id; see queuectl.clock)."""
+        return self.boot_id.partition(" ")[0]
 
     @classmethod
     def from_row(cls, row, job_ids=()) -> "WorkerInfo":
@@ -126,8 +134,8 @@ class WorkerInfo:
         values = {k: row[k] for k in row.keys() if k in cls.__dataclass_fields__}
         return cls(**values, job_ids=tuple(job_ids))
 
-    def to_dict(self, now: float, state: str | None = None) -> dict:
-        """Return a JSON-ready dict; `heartbeat_age` is seconds since the last heartbeat at `now`.
+    def to_dict(self, heartbeat_age: float, state: str | None = None) -> dict:
+        """Return a JSON-ready dict; `heartbeat_age` is seconds since the last heartbeat (queuectl.liveness).
 
         `state` is the caller's judgement of the worker (see queuectl.control.worker_state).
         """
@@ -140,7 +148,7 @@ class WorkerInfo:
             "queues": self.queues.split(",") if self.queues else [],
             "jobs": list(self.job_ids),
             "started_at": iso(self.started_at),
-            "heartbeat_age": round(max(0.0, now - self.heartbeat_at), 3),
+            "heartbeat_age": round(max(0.0, heartbeat_age), 3),
             "unit": self.unit,
             "state": state,
             "draining_since": iso(self.draining_since),

@@ -55,6 +55,30 @@ def boot_id() -> str:
     return f"{kernel} {btime}"
 
 
+def clock_domain() -> str:
+    """Return the identity of this boot's CLOCK_MONOTONIC: the kernel's boot id ("" if unreadable).
+
+    Two processes that report the same boot id read one monotonic clock (barring time
+    namespaces, which queuectl does not support), so their monotonic readings compare.
+    Processes of one host that see different ids (a sandboxed service and a shell inside
+    a systemd-nspawn container) fall back to comparing wall clocks.
+    """
+    return boot_id().partition(" ")[0]
+
+
+@lru_cache(maxsize=1)
+def pid_namespace() -> str:
+    """Return this process's PID namespace ("pid:[INODE]", proc(5) /proc/self/ns/pid; "" if unreadable).
+
+    A pid names a process only within its namespace: a worker signals or judges by pid
+    only the workers of its own namespace.
+    """
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
 def same_boot(recorded: str) -> bool:
     """Return True if a boot identity recorded by boot_id() (here or in another namespace) is this boot's.
 
@@ -77,14 +101,22 @@ def hostname() -> str:
     return os.uname().nodename
 
 
-def is_local(host: str, boot: str) -> bool:
-    """Return True if (host, boot) names this host in its current boot."""
-    return host == hostname() and same_boot(boot)
+def is_local(host: str, boot: str, pid_ns: str | None = None) -> bool:
+    """Return True if (host, boot, PID namespace) names this host in its current boot, pids comparable.
+
+    `pid_ns` None (a registration from before it was recorded) is taken as this namespace.
+    """
+    return host == hostname() and same_boot(boot) and pid_ns in (None, pid_namespace())
 
 
-def owner_alive(host: str, boot: str, pid: int, pid_start: int | None) -> bool | None:
-    """Return whether the process (host, boot, pid, start time) lives; None if it ran on another host."""
-    if host != hostname():
+def owner_alive(host: str, boot: str, pid: int, pid_start: int | None, pid_ns: str | None = None) -> bool | None:
+    """Return whether the process (host, boot, pid, start time) lives; None if this process cannot tell.
+
+    None: it ran on another host or in another PID namespace, where only its heartbeat
+    can tell. False: it ran here in an earlier boot, or its pid is gone or names another
+    process now.
+    """
+    if host != hostname() or pid_ns not in (None, pid_namespace()):
         return None
     return same_boot(boot) and process_alive(pid, pid_start)
 
@@ -93,9 +125,20 @@ def process_alive(pid: int, start_time: int | None) -> bool:
     """Return True if process `pid` runs and (when given) started at `start_time` ticks.
 
     A zombie (state Z or X) has exited, waiting only for its parent to reap it: not alive.
+    A process that /proc hides from this user (a service with ProtectProc=invisible looking
+    at another user's worker) but kill(2) finds is taken as alive: its start time cannot
+    be checked, and a live worker must never be taken for a dead one.
     """
     fields = _stat_fields(pid)
-    if fields is None or fields[0] in (b"Z", b"X"):
+    if fields is None:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass  # it exists and is another user's
+        return True
+    if fields[0] in (b"Z", b"X"):
         return False
     return start_time is None or int(fields[19]) == start_time
 
@@ -146,7 +189,10 @@ def groups_with_env(entry: bytes) -> set[int]:
 
 
 def signal_group(pgid: int, sig: int) -> bool:
-    """Send `sig` to process group `pgid`; return False if the group is gone."""
+    """Send `sig` to process group `pgid`; return False if the group is gone.
+
+    Raises PermissionError if the group belongs to another user.
+    """
     try:
         os.killpg(pgid, sig)
         return True

@@ -86,6 +86,24 @@ CREATE TABLE config (
 -- Set when a worker begins to drain, so `worker stop` can wait for it without signalling it again.
 ALTER TABLE workers ADD COLUMN draining_since REAL;
 """,
+    3: """
+-- Liveness that no wall-clock step can fool: heartbeats also on the monotonic clock of the
+-- worker's boot (boot_id's first word), and a count that recovery compares before it acts.
+ALTER TABLE workers ADD COLUMN heartbeat_mono REAL;            -- CLOCK_MONOTONIC seconds
+ALTER TABLE workers ADD COLUMN beats INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workers ADD COLUMN pid_ns TEXT;                     -- /proc/self/ns/pid of the worker
+-- Due times that survive a step: a relative wait (a retry's backoff, an enqueue's delay, or 0)
+-- is kept with the monotonic time it ends at on the boot that scheduled it; run_at stays the
+-- wall-clock estimate, and alone decides for a run_at given as an absolute time (delay NULL)
+-- and for jobs scheduled before version 3.
+ALTER TABLE jobs ADD COLUMN delay REAL;                         -- seconds; NULL: run_at is absolute
+ALTER TABLE jobs ADD COLUMN due_boot TEXT;                      -- the clock domain of due_mono
+ALTER TABLE jobs ADD COLUMN due_mono REAL;                      -- CLOCK_MONOTONIC seconds
+DROP INDEX jobs_ready;
+-- Claim order, with the due-time columns along so that a claim reads the index alone.
+CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq, due_boot, due_mono, delay)
+    WHERE state IN ('pending', 'failed');
+""",
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

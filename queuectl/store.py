@@ -2,7 +2,8 @@
 
 Every state change is one statement or one BEGIN IMMEDIATE transaction, and every write
 that finishes a job checks that the calling worker still owns it. The store knows
-nothing of processes or signals; callers pass the time (`now`, Unix seconds) in.
+nothing of processes or signals; callers pass the time in (`now`: a queuectl.clock.Instant,
+or a bare wall-clock reading in Unix seconds, which schedules on the wall clock alone).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from queuectl import settings as settings_mod
 from queuectl.backoff import backoff_delay
+from queuectl.clock import STEP_TOLERANCE, Instant, instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound, PermissionDenied
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
@@ -33,6 +35,11 @@ _JOB_COLUMNS = (
 # Must match the jobs_ready partial index's WHERE. Claims name that index (INDEXED BY): without
 # ANALYZE statistics the planner prefers jobs_state and sorts every ready job on each claim.
 _READY = "state IN ('pending', 'failed')"
+# Due: on the monotonic clock of the boot that scheduled the job when the reader shares it;
+# otherwise on the wall clock, and at once if the reader's wall clock reads earlier than when
+# a relative wait was scheduled (it was stepped back, or the hosts disagree): a retry then runs
+# no later than its backoff after the failure. Parameters: domain, mono, wall, wall.
+_DUE = f"(CASE WHEN due_boot = ? THEN due_mono <= ? ELSE run_at <= ? OR run_at - delay > ? + {STEP_TOLERANCE} END)"
 
 
 class DuplicateJob(Conflict):
@@ -72,6 +79,8 @@ class JobProcess:
     pgid_start: int | None
     host: str | None
     boot_id: str | None
+    pid_ns: str | None = None
+    queue: str = "default"
 
 
 class SqliteStore:
@@ -186,20 +195,25 @@ class SqliteStore:
 
     # -- enqueue --------------------------------------------------------------------------
 
-    def enqueue(self, jobs: Sequence[NewJob], now: float) -> list[str]:
+    def enqueue(self, jobs: Sequence[NewJob], now: Instant | float) -> list[str]:
         """Insert `jobs` in one transaction, all or none; return their ids.
 
-        Raises DuplicateJob naming the first id that exists already or repeats in `jobs`.
+        A job's relative wait (`delay`, 0 for one given no time) is also kept on `now`'s
+        monotonic clock. Raises DuplicateJob naming the first id that exists already or
+        repeats in `jobs`.
         """
+        now = instant(now)
         rows = [
-            (j.id, j.queue, j.command, j.priority, j.max_retries, j.timeout, j.cwd, j.run_at, now, now)
+            (j.id, j.queue, j.command, j.priority, j.max_retries, j.timeout, j.cwd, j.run_at, j.delay,
+             *_due_on_monotonic(now, j.delay), now.wall, now.wall)
             for j in jobs
         ]
         try:
             with self._write() as c:
                 c.executemany(
-                    "INSERT INTO jobs (id, queue, command, state, priority, max_retries, timeout, cwd,"
-                    " run_at, created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO jobs (id, queue, command, state, priority, max_retries, timeout, cwd, run_at,"
+                    " delay, due_boot, due_mono, created_at, updated_at)"
+                    " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
         except sqlite3.IntegrityError as e:
@@ -221,10 +235,10 @@ class SqliteStore:
 
     # -- worker side ------------------------------------------------------------------------
 
-    def claim(self, worker_id: int, queues: Sequence[str], limit: int, now: float) -> list[Job]:
+    def claim(self, worker_id: int, queues: Sequence[str], limit: int, now: Instant | float) -> list[Job]:
         """Atomically move up to `limit` ready jobs to processing for `worker_id`; return them.
 
-        Ready: pending or failed with run_at <= now, in `queues` (empty: every queue).
+        Ready: pending or failed and due (see _DUE), in `queues` (empty: every queue).
         Order: priority (higher first), then run_at, then enqueue order. Each claim counts
         one attempt. One UPDATE ... RETURNING inside BEGIN IMMEDIATE, so two workers never
         claim the same job. (`exchange` with nothing to finish.)
@@ -232,7 +246,7 @@ class SqliteStore:
         return self.exchange(worker_id, (), (), queues, limit, now)[1]
 
     def exchange(self, worker_id: int, outcomes: Sequence[Outcome], requeue: Sequence[str],
-                 queues: Sequence[str], limit: int, now: float,
+                 queues: Sequence[str], limit: int, now: Instant | float,
                  config: dict[str, Any] | None = None) -> tuple[list[JobState | None], list[Job]]:
         """Finish jobs, requeue jobs and claim new ones in one transaction (a worker's group commit).
 
@@ -240,6 +254,7 @@ class SqliteStore:
         of three. `config` (the settings in force, as the worker last read them) spares a
         read of the config table. Returns (the finished jobs' new states, the claimed jobs).
         """
+        now = instant(now)
         if not outcomes and not requeue and not self._any_ready(queues, now):
             return [], []  # an idle poll: a read, no write lock
         with self._write() as c:
@@ -249,20 +264,20 @@ class SqliteStore:
             jobs = self._claim(c, worker_id, queues, limit, now) if limit > 0 else []
         return states, jobs
 
-    def _claim(self, c, worker_id: int, queues: Sequence[str], limit: int, now: float) -> list[Job]:
+    def _claim(self, c, worker_id: int, queues: Sequence[str], limit: int, now: Instant) -> list[Job]:
         where, params = self._ready_filter(queues, now)
         rows = c.execute(
             f"UPDATE jobs SET state = 'processing', worker_id = ?, attempts = attempts + 1,"
             f" started_at = ?, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
             f" WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_ready WHERE {where}"
             f" ORDER BY priority DESC, run_at, seq LIMIT ?) RETURNING {_JOB_COLUMNS}",
-            (worker_id, now, now, *params, limit),
+            (worker_id, now.wall, now.wall, *params, limit),
         ).fetchall()
         jobs = [Job.from_row(r) for r in rows]
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.seq))
         return jobs
 
-    def _any_ready(self, queues: Sequence[str], now: float) -> bool:
+    def _any_ready(self, queues: Sequence[str], now: Instant) -> bool:
         return self._exists_ready(*self._ready_filter(queues, now))
 
     def _exists_ready(self, where: str, params: list) -> bool:
@@ -271,12 +286,13 @@ class SqliteStore:
                                      params).fetchone()[0] == 1
 
     @staticmethod
-    def _ready_filter(queues: Sequence[str], now: float) -> tuple[str, list]:
-        return _queue_filter(f"{_READY} AND run_at <= ?", [now], queues)
+    def _ready_filter(queues: Sequence[str], now: Instant) -> tuple[str, list]:
+        return _queue_filter(f"{_READY} AND {_DUE}", _due_params(now), queues)
 
-    def has_work(self, queues: Sequence[str], now: float) -> bool:
+    def has_work(self, queues: Sequence[str], now: Instant | float) -> bool:
         """Return True if a job in `queues` is ready now or is waiting for a retry (state failed)."""
-        return self._exists_ready(*_queue_filter(f"{_READY} AND (run_at <= ? OR state = 'failed')", [now], queues))
+        return self._exists_ready(*_queue_filter(f"{_READY} AND ({_DUE} OR state = 'failed')",
+                                                 _due_params(instant(now)), queues))
 
     def record_processes(self, worker_id: int, started: Iterable[tuple[str, int, int | None]]) -> None:
         """Record each (job id, pgid, leader start time) of jobs this worker started, in one transaction."""
@@ -286,7 +302,7 @@ class SqliteStore:
                 [(pgid, start, job_id, worker_id) for job_id, pgid, start in started],
             )
 
-    def finish(self, worker_id: int, outcomes: Sequence[Outcome], now: float) -> list[JobState | None]:
+    def finish(self, worker_id: int, outcomes: Sequence[Outcome], now: Instant | float) -> list[JobState | None]:
         """Record how jobs ended, in one transaction; return each job's new state.
 
         A success completes the job. A failure schedules a retry (state failed, run_at =
@@ -296,20 +312,20 @@ class SqliteStore:
         """
         return self.exchange(worker_id, outcomes, (), (), 0, now)[0]
 
-    def _finish_one(self, c, worker_id, o: Outcome, now, config) -> JobState | None:
+    def _finish_one(self, c, worker_id, o: Outcome, now: Instant, config) -> JobState | None:
         owned = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
         ended = ("updated_at = ?, finished_at = ?, exit_code = ?, last_error = ?,"
                  " worker_id = NULL, pgid = NULL, pgid_start = NULL")
         if o.ok:  # one statement: a success needs nothing read first
             state = JobState.COMPLETED
             row = c.execute(f"UPDATE jobs SET state = 'completed', {ended} {owned} RETURNING seq, attempts",
-                            (now, now, o.exit_code, o.error, o.job_id, worker_id)).fetchone()
+                            (now.wall, now.wall, o.exit_code, o.error, o.job_id, worker_id)).fetchone()
         else:
             row = c.execute(f"SELECT seq, attempts, max_retries FROM jobs {owned}", (o.job_id, worker_id)).fetchone()
             if row is not None:
-                state, run_at = _after_failure(row["attempts"], row["max_retries"], now, config)
-                c.execute(f"UPDATE jobs SET state = ?, run_at = coalesce(?, run_at), {ended} WHERE seq = ?",
-                          (state.value, run_at, now, now, o.exit_code, o.error, row["seq"]))
+                state, schedule = _after_failure(row["attempts"], row["max_retries"], now, config)
+                c.execute(f"UPDATE jobs SET state = ?, {_RESCHEDULE}, {ended} WHERE seq = ?",
+                          (state.value, *schedule, now.wall, now.wall, o.exit_code, o.error, row["seq"]))
         if row is None:
             return None
         if o.stdout or o.stderr:
@@ -319,58 +335,66 @@ class SqliteStore:
             c.execute("DELETE FROM job_output WHERE seq = ?", (row["seq"],))
         return state
 
-    def requeue(self, worker_id: int, job_ids: Sequence[str], now: float) -> int:
-        """Put this worker's processing jobs back to pending without using an attempt; return how many."""
+    def requeue(self, worker_id: int, job_ids: Sequence[str], now: Instant | float) -> int:
+        """Put this worker's processing jobs back to pending without using an attempt; return how many.
+
+        They keep the due time they were claimed at, so they are ready at once.
+        """
         with self._write() as c:
-            return self._requeue(c, worker_id, job_ids, now)
+            return self._requeue(c, worker_id, job_ids, instant(now))
 
     @staticmethod
-    def _requeue(c, worker_id: int, job_ids: Sequence[str], now: float) -> int:
+    def _requeue(c, worker_id: int, job_ids: Sequence[str], now: Instant) -> int:
         return sum(
             c.execute(
                 "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0), worker_id = NULL,"
                 " pgid = NULL, pgid_start = NULL, started_at = NULL, updated_at = ?"
                 " WHERE id = ? AND worker_id = ? AND state = 'processing'",
-                (now, job_id, worker_id),
+                (now.wall, job_id, worker_id),
             ).rowcount
             for job_id in job_ids
         )
 
     # -- workers and recovery -----------------------------------------------------------------
 
-    def register_worker(self, info: dict[str, Any], now: float, replace: int | None = None,
+    def register_worker(self, info: dict[str, Any], now: Instant | float, replace: int | None = None,
                         config: dict[str, Any] | None = None) -> tuple[int, list]:
         """Register a worker incarnation; return (its id, [(job id, state)] recovered from `replace`).
 
-        `info` has name, host, boot_id, pid, pid_start, slots, queues (list), unit. With
-        `replace`, the dead worker row of that id (same name) is removed first and its
-        processing jobs recovered as failed attempts ("worker lost"). Raises Conflict if a
-        worker of that name is registered and is not the one being replaced.
+        `info` has name, host, boot_id, pid, pid_start, slots, queues (list), unit, and
+        optionally pid_ns. With `replace`, the dead worker row of that id (same name) is
+        removed first and its processing jobs recovered as failed attempts ("worker lost").
+        Raises Conflict if a worker of that name is registered and is not the one being
+        replaced.
         """
+        now = instant(now)
         with self._write() as c:
             recovered = self._recover(c, replace, now, config) if replace is not None else []
             try:
                 cur = c.execute(
-                    "INSERT INTO workers (name, host, boot_id, pid, pid_start, slots, queues, unit,"
-                    " started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (info["name"], info["host"], info["boot_id"], info["pid"], info["pid_start"],
-                     info["slots"], ",".join(info["queues"]), info.get("unit"), now, now),
+                    "INSERT INTO workers (name, host, boot_id, pid, pid_start, pid_ns, slots, queues, unit,"
+                    " started_at, heartbeat_at, heartbeat_mono) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (info["name"], info["host"], info["boot_id"], info["pid"], info["pid_start"], info.get("pid_ns"),
+                     info["slots"], ",".join(info["queues"]), info.get("unit"), now.wall, now.wall, now.mono),
                 )
             except sqlite3.IntegrityError:
                 raise Conflict(f"a worker named {info['name']!r} is already registered and alive") from None
             return cur.lastrowid, recovered
 
-    def heartbeat(self, worker_id: int, now: float) -> bool:
-        """Record that the worker is alive; return False if its registration is gone (declared dead)."""
+    def heartbeat(self, worker_id: int, now: Instant | float) -> bool:
+        """Record that the worker is alive (and count the beat); return False if its registration is gone."""
+        now = instant(now)
         with self._errors():
-            cur = self.conn.execute("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (now, worker_id))
+            cur = self.conn.execute(
+                "UPDATE workers SET heartbeat_at = ?, heartbeat_mono = ?, beats = beats + 1 WHERE id = ?",
+                (now.wall, now.mono, worker_id))
         return cur.rowcount == 1
 
-    def mark_draining(self, worker_id: int, now: float) -> None:
+    def mark_draining(self, worker_id: int, now: Instant | float) -> None:
         """Record that the worker has begun to drain (claims nothing more)."""
         with self._errors():
             self.conn.execute("UPDATE workers SET draining_since = ? WHERE id = ? AND draining_since IS NULL",
-                              (now, worker_id))
+                              (instant(now).wall, worker_id))
 
     def deregister(self, worker_id: int) -> None:
         """Remove the worker's registration."""
@@ -399,51 +423,45 @@ class SqliteStore:
                 running.setdefault(r["worker_id"], []).append(r["id"])
         return [WorkerInfo.from_row(r, running.get(r["id"], ())) for r in rows]
 
-    def stale_jobs(self, now: float, stale_after: float) -> list[JobProcess]:
-        """Return processing jobs whose worker's heartbeat is older than `stale_after` seconds, or is gone."""
-        return self._job_processes("w.id IS NULL OR w.heartbeat_at < ?", (now - stale_after,))
-
     def worker_jobs(self, worker_id: int) -> list[JobProcess]:
         """Return the processing jobs of worker `worker_id`."""
         return self._job_processes("j.worker_id = ?", (worker_id,))
 
+    def orphaned_jobs(self) -> list[JobProcess]:
+        """Return processing jobs whose worker's registration is gone (their host fields are None)."""
+        return self._job_processes("w.id IS NULL", ())
+
     def _job_processes(self, where: str, params: tuple) -> list[JobProcess]:
         with self._errors():
             rows = self.conn.execute(
-                "SELECT j.id, j.worker_id, j.pgid, j.pgid_start, w.host, w.boot_id FROM jobs j"
+                "SELECT j.id, j.worker_id, j.pgid, j.pgid_start, j.queue, w.host, w.boot_id, w.pid_ns FROM jobs j"
                 f" LEFT JOIN workers w ON w.id = j.worker_id WHERE j.state = 'processing' AND ({where})",
                 params,
             ).fetchall()
-        return [JobProcess(r["id"], r["worker_id"], r["pgid"], r["pgid_start"], r["host"], r["boot_id"]) for r in rows]
+        return [JobProcess(r["id"], r["worker_id"], r["pgid"], r["pgid_start"], r["host"], r["boot_id"],
+                           r["pid_ns"], r["queue"]) for r in rows]
 
-    def stale_workers(self, now: float, stale_after: float) -> list[WorkerInfo]:
-        """Return workers whose heartbeat is older than `stale_after` seconds."""
-        with self._errors():
-            rows = self.conn.execute(
-                "SELECT * FROM workers WHERE heartbeat_at < ?", (now - stale_after,)
-            ).fetchall()
-        return [WorkerInfo.from_row(r) for r in rows]
-
-    def recover(self, worker_id: int | None, now: float, stale_after: float,
+    def recover(self, worker_id: int | None, beats: int | None, now: Instant | float,
                 config: dict[str, Any] | None = None) -> list[tuple[str, JobState]]:
         """Recover the processing jobs of a dead worker; return [(job id, new state)].
 
-        `worker_id` None recovers jobs whose worker row is gone. The worker must still be
-        stale inside the transaction (its heartbeat older than `stale_after`), so a worker
-        that came back keeps its jobs. Each job counts a failed attempt, error "worker
-        lost", and follows the retry/DLQ rule. The dead worker's registration is removed.
-        `config`, the settings in force as the caller read them, spares reading them again.
+        The caller judged the worker dead or stale when its row showed `beats` heartbeats;
+        inside the transaction the row must still show that many, so a worker that beat
+        since keeps its jobs (and a worker already recovered by another is left alone).
+        `worker_id` None recovers the jobs whose worker row is gone. Each job counts a
+        failed attempt, error "worker lost", and follows the retry/DLQ rule; the dead
+        worker's registration is removed. `config`, the settings in force as the caller
+        read them, spares reading them again.
         """
+        now = instant(now)
         with self._write() as c:
             if worker_id is not None:
-                alive = c.execute(
-                    "SELECT 1 FROM workers WHERE id = ? AND heartbeat_at >= ?", (worker_id, now - stale_after)
-                ).fetchone()
-                if alive:
+                unchanged = c.execute("SELECT 1 FROM workers WHERE id = ? AND beats = ?", (worker_id, beats)).fetchone()
+                if not unchanged:
                     return []
             return self._recover(c, worker_id, now, config)
 
-    def _recover(self, c, worker_id: int | None, now: float, config=None) -> list[tuple[str, JobState]]:
+    def _recover(self, c, worker_id: int | None, now: Instant, config=None) -> list[tuple[str, JobState]]:
         config = config or self._settings(c)
         if worker_id is None:
             rows = c.execute(
@@ -458,12 +476,12 @@ class SqliteStore:
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
         recovered = []
         for r in rows:
-            state, run_at = _after_failure(r["attempts"], r["max_retries"], now, config)
+            state, schedule = _after_failure(r["attempts"], r["max_retries"], now, config)
             c.execute(
-                "UPDATE jobs SET state = ?, run_at = coalesce(?, run_at), updated_at = ?, finished_at = ?,"
+                f"UPDATE jobs SET state = ?, {_RESCHEDULE}, updated_at = ?, finished_at = ?,"
                 " exit_code = NULL, last_error = 'worker lost', worker_id = NULL, pgid = NULL, pgid_start = NULL"
                 " WHERE seq = ?",
-                (state.value, run_at, now, now, r["seq"]),
+                (state.value, *schedule, now.wall, now.wall, r["seq"]),
             )
             recovered.append((r["id"], state))
         return recovered
@@ -511,18 +529,19 @@ class SqliteStore:
 
     # -- dead letter queue -----------------------------------------------------------------------
 
-    def dlq_retry(self, job_ids: Sequence[str], now: float) -> None:
-        """Move dead jobs back to pending with attempts reset to 0, all or none.
+    def dlq_retry(self, job_ids: Sequence[str], now: Instant | float) -> None:
+        """Move dead jobs back to pending with attempts reset to 0, due at once; all or none.
 
         Raises NotFound for an unknown id, Conflict for a job that is not dead; then
         nothing changes.
         """
+        now = instant(now)
         with self._write() as c:
             for job_id in job_ids:
                 n = c.execute(
-                    "UPDATE jobs SET state = 'pending', attempts = 0, run_at = ?, updated_at = ?"
+                    f"UPDATE jobs SET state = 'pending', attempts = 0, {_RESCHEDULE}, updated_at = ?"
                     " WHERE id = ? AND state = 'dead'",
-                    (now, now, job_id),
+                    (*_schedule(now, 0.0), now.wall, job_id),
                 ).rowcount
                 if n == 0:
                     row = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
@@ -579,12 +598,34 @@ def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str,
     return where, params
 
 
-def _after_failure(attempts: int, max_retries: int | None, now: float, config: dict) -> tuple[JobState, float | None]:
-    """Return (state, run_at) after a failed attempt: a retry with backoff, or dead."""
+#: Sets a job's due time from _schedule's four values (a dead job's run_at is kept).
+_RESCHEDULE = "run_at = coalesce(?, run_at), delay = ?, due_boot = ?, due_mono = ?"
+
+
+def _due_on_monotonic(now: Instant, delay: float | None) -> tuple[str | None, float | None]:
+    """Return (due_boot, due_mono) for a wait of `delay` seconds from `now`; Nones without a monotonic reading."""
+    if delay is None or now.mono is None or not now.domain:
+        return None, None
+    return now.domain, now.mono + delay
+
+
+def _schedule(now: Instant, delay: float) -> tuple[float, float, str | None, float | None]:
+    """Return (run_at, delay, due_boot, due_mono) for a job due `delay` seconds after `now`."""
+    return (now.wall + delay, delay, *_due_on_monotonic(now, delay))
+
+
+def _due_params(now: Instant) -> list:
+    """The parameters of _DUE at `now`."""
+    return [now.domain, now.mono, now.wall, now.wall]
+
+
+def _after_failure(attempts: int, max_retries: int | None, now: Instant,
+                   config: dict) -> tuple[JobState, tuple]:
+    """Return (state, _schedule values) after a failed attempt: a retry after its backoff, or dead."""
     limit = config["max-retries"] if max_retries is None else max_retries
     if attempts > limit:
-        return JobState.DEAD, None
-    return JobState.FAILED, now + backoff_delay(attempts, config["backoff-base"], config["backoff-max"])
+        return JobState.DEAD, (None, None, None, None)
+    return JobState.FAILED, _schedule(now, backoff_delay(attempts, config["backoff-base"], config["backoff-max"]))
 
 
 def _statements(script: str) -> list[str]:

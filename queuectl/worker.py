@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from queuectl import procs
+from queuectl import liveness, procs
 from queuectl import settings as settings_mod
+from queuectl.clock import STEP_TOLERANCE, Instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, QueuectlError
 from queuectl.models import one_line
 from queuectl.notify import Notifier
@@ -62,8 +63,9 @@ class Worker:
     """A worker process bound to one store.
 
     `slots` is how many jobs run at once; `queues` limits claiming (empty: every queue);
-    `burst` exits once no job is ready, waiting for a retry, or running here. `clock` gives
-    Unix seconds (for the database), `monotonic` seconds for timers; both injectable.
+    `burst` exits once no job is ready, waiting for a retry, running here, or held by a
+    dead or stale worker. `clock` gives Unix seconds, `monotonic` CLOCK_MONOTONIC seconds
+    (timers, liveness and due times: see queuectl.clock); both injectable.
     """
 
     store: SqliteStore
@@ -91,6 +93,11 @@ class Worker:
         self._poke = None  # the wake-up socket (queuectl.wake)
         self._env = JobEnvironment()
         self._unrecorded_groups: dict = {}  # job id -> RunningJob whose group is not yet in the database
+        self._watch = liveness.Watch()
+        self._held_by_lost = 0  # jobs in our queues held by dead, stale or suspect workers, at the last sweep
+        self._last_beat: Instant | None = None
+        self._db_failing_since: float | None = None  # monotonic time of the first failed write of an outage
+        self._db_error_logged = (None, 0.0)  # (message, monotonic time) of the last one logged
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -102,6 +109,7 @@ class Worker:
             if self._poke is not None:
                 self.runner.add_wake_fd(self._poke.fileno())
             self.register()
+            self.recover_lost()  # a dead worker's jobs wait for nobody: not even for our first heartbeat
             self.notifier.ready(self._status_line())
             code = None
             try:
@@ -125,20 +133,22 @@ class Worker:
 
         Raises Conflict if a live worker already has this name.
         """
-        now = self.clock()
+        now = self.now()
         replace = None
         previous = self.store.worker_by_name(self.name)
         if previous is not None:
-            alive = procs.owner_alive(previous.host, previous.boot_id, previous.pid, previous.pid_start)
+            alive = liveness.owner_alive(previous)
             if alive is None:  # another host: only its heartbeat can tell
-                alive = now - previous.heartbeat_at < self.config["stale-after"]
+                alive = liveness.heartbeat_age(previous, now) < self.config["stale-after"]
             if alive:
                 raise Conflict(f"a worker named {self.name!r} is already running (pid {previous.pid} on {previous.host})")
-            self._kill_local(self.store.worker_jobs(previous.id))
+            if not self._kill_local(self.store.worker_jobs(previous.id)):
+                raise Conflict(f"the previous worker named {self.name!r} left jobs running that this user cannot"
+                               " kill; start it as that user")
             replace = previous.id
         info = {
             "name": self.name, "host": procs.hostname(), "boot_id": procs.boot_id(), "pid": os.getpid(),
-            "pid_start": procs.process_start_time(os.getpid()), "slots": self.slots,
+            "pid_start": procs.process_start_time(os.getpid()), "pid_ns": procs.pid_namespace(), "slots": self.slots,
             "queues": list(self.queues), "unit": self.unit,
         }
         self.worker_id, recovered = self.store.register_worker(info, now, replace=replace, config=self.config)
@@ -162,7 +172,7 @@ class Worker:
                     next_beat = now + self._beat_interval()
                 stopping = self.stop_requests > 0
                 if stopping and not self._draining_recorded:
-                    self.store.mark_draining(self.worker_id, self.clock())
+                    self.store.mark_draining(self.worker_id, self.now())
                     self._draining_recorded = True
                 claimed = self._exchange(stopping)
                 record_in = self._record_groups()
@@ -170,7 +180,7 @@ class Worker:
                     if stopping:
                         log.info("worker %s stopped: %s", self.name, self._summary())
                         return EXIT_OK
-                    if self.burst and not self.store.has_work(self.queues, self.clock()):
+                    if self.burst and not self._held_by_lost and not self.store.has_work(self.queues, self.now()):
                         log.info("worker %s: no more work (burst): %s", self.name, self._summary())
                         return EXIT_OK
                 wait = max(0.0, next_beat - self.monotonic())
@@ -179,9 +189,10 @@ class Worker:
                 if record_in is not None:
                     wait = min(wait, record_in)
             except DatabaseError as e:
-                # A locked or failing database: keep the jobs running and their results in memory,
-                # send no watchdog ping, and try again shortly. systemd restarts a worker stuck here.
-                log.error("%s; retrying", e)
+                # A locked, full or failing database: keep the jobs running and their results in
+                # memory, send no watchdog ping, and try again shortly. systemd restarts a worker
+                # stuck here for longer than WatchdogSec.
+                self._database_failed(e)
                 wait = min(1.0, max(0.0, next_beat - self.monotonic()))
             self.notifier.status(self._status_line())
             finished, woken = self.runner.wait(wait)
@@ -204,17 +215,57 @@ class Worker:
             self.runner.stop_all(signal.SIGTERM)
         return self.stop_requests
 
+    def now(self) -> Instant:
+        """This worker's clocks now: the wall clock, the monotonic clock and its domain."""
+        return Instant(self.clock(), self.monotonic(), procs.clock_domain())
+
     def _heartbeat(self) -> bool:
         """Write the heartbeat, then ping the watchdog; return False if this worker was declared dead."""
-        if not self.store.heartbeat(self.worker_id, self.clock()):
+        now = self.now()
+        if not self.store.heartbeat(self.worker_id, now):
             log.error("worker %s was declared dead by another worker and its jobs were recovered; exiting",
                       self.name)
             self.runner.stop_all(signal.SIGKILL)
             return False
         self.notifier.watchdog()  # only after the database took the heartbeat
+        self._database_works(now)
+        self._note_clock_step(now)
         self._reload_settings()
-        self.recover_stale()
+        self.recover_lost()
         return True
+
+    def _note_clock_step(self, now: Instant) -> None:
+        """Log a wall-clock step seen between two heartbeats (wall delta against monotonic delta).
+
+        Nothing else needs doing: liveness and due times are judged on monotonic clocks.
+        """
+        last, self._last_beat = self._last_beat, now
+        if last is None:
+            return
+        step = (now.wall - last.wall) - (now.mono - last.mono)
+        if abs(step) > STEP_TOLERANCE:
+            log.warning("the wall clock stepped by %+.1f s since the last heartbeat; liveness and due"
+                        " times follow the monotonic clock, so no job is affected", step)
+
+    def _database_failed(self, error: DatabaseError) -> None:
+        """Note a failed database operation; log it when it is new, then at most every 30 s."""
+        mono = self.monotonic()
+        if self._db_failing_since is None:
+            self._db_failing_since = mono
+        message, logged_at = self._db_error_logged
+        if str(error) != message or mono - logged_at >= 30:
+            held = len(self.runner.running) + len(self._unrecorded)
+            log.error("%s; keeping %d job(s) and their results, retrying every second", error, held)
+            self._db_error_logged = (str(error), mono)
+
+    def _database_works(self, now: Instant) -> None:
+        """After an outage: say so, and give every other worker stale-after to beat again (liveness rule 2)."""
+        if self._db_failing_since is None:
+            return
+        log.warning("the database takes writes again after %.1f s", now.mono - self._db_failing_since)
+        self._watch.writes_resumed(now)
+        self._db_failing_since = None
+        self._db_error_logged = (None, 0.0)
 
     def _beat_interval(self) -> float:
         """Seconds to the next heartbeat: heartbeat-interval, or less when systemd's watchdog needs pings."""
@@ -252,7 +303,7 @@ class Worker:
         forced = [key for key, _ in finished if key in self._forced]
         outcomes = [Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr)
                     for key, r in finished if key not in self._forced]
-        states, jobs = self.store.exchange(self.worker_id, outcomes, forced, self.queues, free, self.clock(),
+        states, jobs = self.store.exchange(self.worker_id, outcomes, forced, self.queues, free, self.now(),
                                            self.config)
         self._unrecorded = []
         for key in forced:
@@ -305,37 +356,58 @@ class Worker:
 
     # -- recovery ----------------------------------------------------------------------------------
 
-    def recover_stale(self) -> None:
-        """Recover the jobs of workers whose heartbeat is older than stale-after.
+    def recover_lost(self) -> None:
+        """Recover the jobs of workers that are dead or stale (queuectl.liveness), and of none.
 
-        A job still running on this host is killed first (its group, if it is still the
-        recorded one), so two copies of a job never run at once.
+        A dead or stale worker's jobs still running on this host are killed first (their
+        groups, if still the recorded ones), so two copies of a job never run at once; a
+        worker whose jobs cannot all be killed from here keeps them. Each recovery checks
+        in its transaction that the worker did not beat since it was judged. Counts the
+        jobs in this worker's queues that are left held by lost or suspect workers, for
+        --burst.
         """
-        now, stale_after = self.clock(), self.config["stale-after"]
-        stale = self.store.stale_jobs(now, stale_after)
-        self._kill_local(stale)
-        names = {w.id: w.name for w in self.store.stale_workers(now, stale_after)}
-        worker_ids = ({j.worker_id for j in stale if j.host is not None} | set(names)) - {self.worker_id}
-        for wid in sorted(worker_ids):
-            self._report_recovered(self.store.recover(wid, now, stale_after, self.config),
-                                   f"dead worker {names.get(wid, f'#{wid}')!r}")
-        if any(j.host is None for j in stale):
-            self._report_recovered(self.store.recover(None, now, stale_after, self.config), "no registered worker")
+        now, stale_after = self.now(), self.config["stale-after"]
+        held = 0
+        others = [w for w in self.store.workers() if w.id != self.worker_id]
+        self._watch.forget_others(w.id for w in others)
+        for w in others:
+            verdict = self._watch.verdict(w, now, stale_after)
+            if verdict == liveness.ALIVE:
+                continue
+            jobs = self.store.worker_jobs(w.id)
+            if verdict == liveness.SUSPECT or not self._kill_local(jobs):
+                held += sum(1 for j in jobs if self._serves(j.queue))
+                continue
+            whose = f"{'dead' if verdict == liveness.DEAD else 'stale'} worker {w.name!r}"
+            self._report_recovered(self.store.recover(w.id, w.beats, now, self.config), whose)
+        if self.store.orphaned_jobs():
+            self._report_recovered(self.store.recover(None, None, now, self.config), "no registered worker")
+        self._held_by_lost = held
+
+    def _serves(self, queue: str) -> bool:
+        return not self.queues or queue in self.queues
 
     @staticmethod
-    def _kill_local(jobs) -> None:
+    def _kill_local(jobs) -> bool:
+        """Kill what is left on this host of a lost worker's jobs; return False if a group is another user's."""
         for j in jobs:
-            if j.host is None or not procs.is_local(j.host, j.boot_id):
+            if j.host is None or not procs.is_local(j.host, j.boot_id, j.pid_ns):
                 continue
-            if j.pgid:
-                if procs.kill_group(j.pgid, j.pgid_start):
-                    log.warning("killed the leftover process group %d of job %s", j.pgid, j.job_id)
-                continue
-            # Its group was never recorded (the worker died within RECORD_AFTER of starting it):
-            # find the job's processes by the QUEUECTL_JOB_ID in their environment.
-            for pgid in procs.groups_with_env(b"QUEUECTL_JOB_ID=" + j.job_id.encode()):
-                if procs.signal_group(pgid, signal.SIGKILL):
-                    log.warning("killed the leftover process group %d of job %s", pgid, j.job_id)
+            try:
+                if j.pgid:
+                    if procs.kill_group(j.pgid, j.pgid_start):
+                        log.warning("killed the leftover process group %d of job %s", j.pgid, j.job_id)
+                    continue
+                # Its group was never recorded (the worker died within RECORD_AFTER of starting it):
+                # find the job's processes by the QUEUECTL_JOB_ID in their environment.
+                for pgid in procs.groups_with_env(b"QUEUECTL_JOB_ID=" + j.job_id.encode()):
+                    if procs.signal_group(pgid, signal.SIGKILL):
+                        log.warning("killed the leftover process group %d of job %s", pgid, j.job_id)
+            except PermissionError:
+                log.error("cannot kill the leftover processes of job %s (another user's); its worker's jobs"
+                          " are left for a worker of that user to recover", j.job_id)
+                return False
+        return True
 
     def _report_recovered(self, recovered, whose: str) -> None:
         for job_id, state in recovered:

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from queuectl.clock import Instant, instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import parse_job
 from queuectl.models import JobState
@@ -18,7 +19,7 @@ NOW = 1_000_000.0
 def add(store, now=NOW, **fields):
     fields.setdefault("command", "true")
     import json
-    job = parse_job(json.dumps(fields), now)
+    job = parse_job(json.dumps(fields), instant(now).wall)
     store.enqueue([job], now)
     return job.id
 
@@ -220,38 +221,122 @@ def test_requeue_gives_the_attempt_back(store):
     assert (job.state, job.attempts, job.worker_id) == (JobState.PENDING, 0, None)
 
 
-def test_recovery_of_a_stale_worker_counts_a_failed_attempt(store):
+def test_recovery_of_a_lost_worker_counts_a_failed_attempt(store):
     add(store, id="a", max_retries=1)
     add(store, id="b", max_retries=0)
     dead = register(store, "dead", now=NOW)
     store.claim(dead, [], 2, NOW)
     live = register(store, "live", now=NOW)
     store.heartbeat(live, NOW + 10)
-    stale = store.stale_jobs(NOW + 10, stale_after=5)
-    assert {j.job_id for j in stale} == {"a", "b"} and {j.host for j in stale} == {"testhost"}
-    assert [w.name for w in store.stale_workers(NOW + 10, 5)] == ["dead"]
-    recovered = dict(store.recover(dead, NOW + 10, stale_after=5))
+    held = store.worker_jobs(dead)
+    assert {j.job_id for j in held} == {"a", "b"} and {j.host for j in held} == {"testhost"}
+    recovered = dict(store.recover(dead, 0, NOW + 10))
     assert recovered == {"a": JobState.FAILED, "b": JobState.DEAD}
     assert store.get_job("a").last_error == "worker lost"
     assert store.worker_by_name("dead") is None
-    assert store.stale_jobs(NOW + 10, 5) == []
+    assert store.worker_jobs(dead) == [] and store.orphaned_jobs() == []
 
 
-def test_a_worker_with_a_fresh_heartbeat_is_never_recovered(store):
+def test_a_worker_that_beat_since_it_was_judged_keeps_its_jobs(store):
     add(store, id="a")
     w = register(store, now=NOW)
     store.claim(w, [], 1, NOW)
-    store.heartbeat(w, NOW + 100)
-    assert store.stale_jobs(NOW + 101, stale_after=5) == []
-    assert store.recover(w, NOW + 101, stale_after=5) == []  # re-checked inside the transaction
+    [judged] = store.workers()
+    store.heartbeat(w, NOW + 100)  # it beats between the judgement and the recovery
+    assert store.recover(w, judged.beats, NOW + 101) == []  # re-checked inside the transaction
     assert store.get_job("a").state == JobState.PROCESSING
+    assert store.worker_by_name("w1").beats == judged.beats + 1
+    assert store.recover(w, judged.beats + 1, NOW + 101) == [("a", JobState.FAILED)]
+
+
+def test_jobs_whose_worker_row_is_gone_are_recovered_as_orphans(store):
+    add(store, id="a")
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    store.conn.execute("DELETE FROM workers")  # as a crash between two statements of an old version might
+    [orphan] = store.orphaned_jobs()
+    assert (orphan.job_id, orphan.host) == ("a", None)
+    assert store.recover(None, None, NOW) == [("a", JobState.FAILED)]
 
 
 def test_heartbeat_reports_a_lost_registration(store):
     w = register(store)
     assert store.heartbeat(w, NOW)
-    store.recover(w, NOW + 100, stale_after=1)
+    store.recover(w, 1, NOW + 100)
     assert not store.heartbeat(w, NOW + 100)
+
+
+def test_heartbeat_records_both_clocks_and_counts(store):
+    w = register(store, now=Instant(NOW, 50.0, "boot-a"))
+    assert (store.worker_by_name("w1").heartbeat_mono, store.worker_by_name("w1").beats) == (50.0, 0)
+    store.heartbeat(w, Instant(NOW + 3600, 55.0, "boot-a"))  # the wall clock stepped; the monotonic did not
+    info = store.worker_by_name("w1")
+    assert (info.heartbeat_at, info.heartbeat_mono, info.beats) == (NOW + 3600, 55.0, 1)
+
+
+# -- due times across clock steps ---------------------------------------------------------------------
+
+A = "boot-a"  # the clock domain of the worker that failed the job
+
+
+def _failed_once(store, now):
+    """A job that failed its first attempt at `now` (backoff-base 2: its retry is due 2 s later)."""
+    add(store, id="r", max_retries=5, now=now)
+    w = register(store, now=now)
+    store.claim(w, [], 1, now)
+    assert store.finish(w, [bad("r")], now) == [JobState.FAILED]
+    return w
+
+
+def _ready(store, now) -> bool:
+    return store._any_ready([], instant(now))
+
+
+def test_a_retry_is_due_on_the_monotonic_clock_of_its_boot_whatever_the_wall_clock_does(store):
+    _failed_once(store, Instant(NOW, 100.0, A))
+    assert store.get_job("r").run_at == NOW + 2  # the wall-clock estimate, for people
+    for wall_step in (0, -3600, +3600):
+        assert not _ready(store, Instant(NOW + wall_step, 101.9, A)), wall_step  # a forward step runs nothing early
+        assert _ready(store, Instant(NOW + wall_step, 102.0, A)), wall_step  # a backward step stalls nothing
+
+
+def test_a_reader_of_another_boot_uses_the_wall_clock_and_a_step_back_makes_a_retry_due(store):
+    _failed_once(store, Instant(NOW, 100.0, A))
+    assert not _ready(store, Instant(NOW + 1, 5.0, "boot-b"))
+    assert _ready(store, Instant(NOW + 2, 5.0, "boot-b"))
+    # Its wall clock reads earlier than the failure: stepped back (or behind): due at once, never
+    # later than the backoff after the failure.
+    assert _ready(store, Instant(NOW - 3600, 5.0, "boot-b"))
+    assert _ready(store, NOW - 3600)  # a bare wall-clock reading is such a reader too
+    assert not _ready(store, NOW - 0.5)  # within STEP_TOLERANCE: the backoff holds
+
+
+def test_a_job_enqueued_before_a_backward_step_is_not_held_back_by_it(store):
+    add(store, id="now", now=Instant(NOW, 10.0, A))
+    add(store, id="later", delay=30, now=Instant(NOW, 10.0, A))
+    assert [j.id for j in store.claim(register(store), [], 5, Instant(NOW - 3600, 10.5, A))] == ["now"]
+    assert not _ready(store, Instant(NOW - 3600, 39.0, A))
+    assert _ready(store, Instant(NOW - 3600, 40.0, A))
+
+
+def test_an_absolute_run_at_stays_absolute(store):
+    add(store, id="at", run_at="1970-01-12T13:56:40Z", now=Instant(NOW, 10.0, A))  # NOW + 600
+    assert store.get_job("at").run_at == NOW + 600
+    assert not _ready(store, Instant(NOW + 599, 5000.0, A))  # however long the monotonic clock ran
+    assert not _ready(store, Instant(NOW - 3600, 5000.0, A))
+    assert _ready(store, Instant(NOW + 600, 11.0, A))
+
+
+def test_a_dlq_retry_and_a_requeue_are_due_at_once_after_a_backward_step(store):
+    add(store, id="d", max_retries=0, now=Instant(NOW, 10.0, A))
+    add(store, id="q", now=Instant(NOW, 10.0, A))
+    w = register(store, slots=2)
+    store.claim(w, [], 2, Instant(NOW, 10.0, A))
+    store.finish(w, [bad("d")], Instant(NOW, 10.0, A))
+    store.dlq_retry(["d"], Instant(NOW, 11.0, A))
+    store.requeue(w, ["q"], Instant(NOW, 11.0, A))
+    claimed = store.claim(w, [], 5, Instant(NOW - 3600, 11.5, A))
+    assert sorted(j.id for j in claimed) == ["d", "q"]
 
 
 def test_register_same_name_conflicts_unless_replacing(store):
@@ -382,11 +467,14 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
                  " VALUES ('old', 'default', 'true', 'pending', 0, 0, 0)")
     conn.close()
     store = SqliteStore(db)
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert store.get_job("old").state == JobState.PENDING
-    w = register(store)
+    w = register(store, now=Instant(NOW, 7.0, A))
     store.mark_draining(w, NOW)
     assert store.worker_by_name("w1").draining_since == NOW
+    assert store.worker_by_name("w1").heartbeat_mono == 7.0
+    # A job scheduled before version 3 keeps its wall-clock due time (run_at 0: due).
+    assert [j.id for j in store.claim(w, [], 1, Instant(NOW, 7.0, A))] == ["old"]
 
 
 def test_a_silent_retry_does_not_keep_the_previous_attempts_output(store):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
+from queuectl import clock
 from queuectl.cli.common import HelpGroup, json_option, note_truncation, pass_app, print_json, print_table, wake_workers
 from queuectl.models import JobState, iso, one_line
 
@@ -55,7 +54,7 @@ def retry(app, job_ids):
       queuectl dlq retry job1
     """
     store = app.store()
-    store.dlq_retry(list(job_ids), time.time())
+    store.dlq_retry(list(job_ids), clock.now())
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
     wake_workers(store)

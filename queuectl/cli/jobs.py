@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-import time
 
 import click
 
+from queuectl import clock
 from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table, wake_workers
 from queuectl.errors import Conflict, InvalidInput
 from queuectl.jobspec import check_queue, parse_job
@@ -36,11 +36,11 @@ def enqueue(app, job, file):
     """
     if (job is None) == (file is None):
         raise InvalidInput("give one JSON job or --file FILE")
-    now = time.time()
+    now = clock.now()
     if file is None:
-        jobs, lines = [parse_job(job, now)], None
+        jobs, lines = [parse_job(job, now.wall)], None
     else:
-        jobs, lines = _read_jobs(file, now)
+        jobs, lines = _read_jobs(file, now.wall)
     store = app.store()
     try:
         ids = store.enqueue(jobs, now)
@@ -157,6 +157,7 @@ def status(app, as_json):
     """
     from queuectl.control import worker_state
     from queuectl.errors import InvalidConfig
+    from queuectl.liveness import heartbeat_age
 
     store = app.store()
     counts = {q: {s.value: per.get(s.value, 0) for s in JobState} for q, per in store.counts().items()}
@@ -165,14 +166,14 @@ def status(app, as_json):
         stale_after = store.settings()["stale-after"]
     except InvalidConfig:
         stale_after = store.defaults["stale-after"]  # status still reports when a setting is broken
-    now = time.time()
+    now = clock.now()
     states = {w.name: worker_state(w, now, stale_after) for w in workers}
     totals = {s.value: sum(per[s.value] for per in counts.values()) for s in JobState}
     from queuectl import units
 
     unit_states = units.show()
     if as_json:
-        print_json({"jobs": totals, "queues": counts, "workers": [w.to_dict(now, states[w.name]) for w in workers],
+        print_json({"jobs": totals, "queues": counts, "workers": [w.to_dict(heartbeat_age(w, now), states[w.name]) for w in workers],
                     "units": [{"unit": u["Id"], "active_state": u.get("ActiveState"), "sub_state": u.get("SubState"),
                                "n_restarts": int(u.get("NRestarts") or 0), "status_text": u.get("StatusText", ""),
                                "main_pid": int(u.get("MainPID") or 0)} for u in unit_states]})
@@ -186,7 +187,7 @@ def status(app, as_json):
     if workers:
         rows = []
         for w in workers:
-            d = w.to_dict(now, states[w.name])
+            d = w.to_dict(heartbeat_age(w, now), states[w.name])
             rows.append([d["name"], d["state"], d["pid"], d["host"], f"{d['busy']}/{d['slots']}",
                          f"{d['heartbeat_age']:.1f}s", ",".join(d["jobs"]) or "-"])
         print_table(["NAME", "STATE", "PID", "HOST", "BUSY", "HEARTBEAT", "JOBS"], rows)
