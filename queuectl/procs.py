@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from functools import lru_cache
 
 
@@ -200,8 +201,26 @@ def signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
-def kill_group(pgid: int, leader_start: int | None) -> bool:
-    """SIGKILL the group if it is still the one recorded; return True if a signal was sent."""
+def kill_group(pgid: int, leader_start: int | None, wait: float = 2.0) -> bool:
+    """SIGKILL the group if it is still the one recorded; return True if a signal was sent.
+
+    Waits up to `wait` seconds for its members to be gone (see kill_and_wait). Raises
+    PermissionError if the group belongs to another user.
+    """
     if group_alive(pgid, leader_start):
-        return signal_group(pgid, signal.SIGKILL)
+        return kill_and_wait(pgid, wait)
     return False
+
+
+def kill_and_wait(pgid: int, wait: float = 2.0) -> bool:
+    """SIGKILL process group `pgid` and wait up to `wait` seconds until no member runs; False if it was gone.
+
+    kill(2) returns before the members have died: a recovery that reran the job at once
+    could meet the old copy still holding its files and locks. A zombie has released them.
+    """
+    if not signal_group(pgid, signal.SIGKILL):
+        return False
+    deadline = time.monotonic() + wait
+    while any(state != b"Z" for state in _group_member_states(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return True

@@ -136,6 +136,8 @@ class SqliteStore:
             text = str(e)
             if "file is not a database" in text:
                 raise InvalidInput(f"{self.path} is not a queuectl database ({text})") from None
+            if "disk is full" in text:
+                raise DatabaseError(f"database {self.path}: {text} (free space on its filesystem)") from None
             if "readonly" in text or "unable to open" in text:
                 raise InvalidInput(f"cannot write to database {self.path}: {text} (check its permissions)") from None
             raise DatabaseError(f"database {self.path}: {text}") from None

@@ -401,7 +401,7 @@ class Worker:
                 # Its group was never recorded (the worker died within RECORD_AFTER of starting it):
                 # find the job's processes by the QUEUECTL_JOB_ID in their environment.
                 for pgid in procs.groups_with_env(b"QUEUECTL_JOB_ID=" + j.job_id.encode()):
-                    if procs.signal_group(pgid, signal.SIGKILL):
+                    if procs.kill_and_wait(pgid):
                         log.warning("killed the leftover process group %d of job %s", pgid, j.job_id)
             except PermissionError:
                 log.error("cannot kill the leftover processes of job %s (another user's); its worker's jobs"

@@ -129,6 +129,15 @@ def workers(db, tmp_path):
     w.cleanup()
 
 
+def require(reason: str | None, tier: str) -> None:
+    """Skip with `reason` (a missing prerequisite), or fail under CI (CI=true), where every tier is mandatory."""
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the {tier} tier cannot run in CI: {reason}")
+    pytest.skip(reason)
+
+
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
     """Poll `predicate` until it returns a truthy value; fail the test after `timeout` seconds."""
     deadline = time.monotonic() + timeout

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for  # tests/conftest.py
+from conftest import require as require_for, wait_for  # tests/conftest.py
 
 from .container import Container, missing_prerequisites
 
@@ -33,11 +33,7 @@ def until(predicate, what: str, timeout: float = 60.0):
 
 def require(reason: str | None) -> None:
     """Skip with `reason`, or fail under CI where this tier is mandatory."""
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"system tier cannot run in CI: {reason}")
-    pytest.skip(reason)
+    require_for(reason, "system")
 
 
 def debian_python_missing() -> str | None:
