@@ -316,7 +316,7 @@ class Runner:
         readable. Returns as soon as at least one job has ended or a wake fd fires.
         """
         end = None if timeout is None else self.clock() + timeout
-        woken = False
+        woken = polled = False
         while True:
             now = self.clock()
             next_deadline = end
@@ -329,11 +329,12 @@ class Runner:
             if self._done or woken:
                 done, self._done = self._done, []
                 return done, woken
-            if end is not None and now >= end:
-                return [], False
+            if end is not None and now >= end and polled:
+                return [], False  # after one look at the pipes, even for a timeout of 0
             wait_for = None if next_deadline is None else max(0.0, next_deadline - now)
             if any(j.pidfd is None for j in self.running.values()):
                 wait_for = 0.05 if wait_for is None else min(wait_for, 0.05)
+            polled = True
             if not self._sel.get_map():
                 time.sleep(wait_for if wait_for is not None else 0.05)
                 continue

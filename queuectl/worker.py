@@ -35,6 +35,8 @@ EXIT_LOST = 1  # another worker declared this one dead and took its jobs
 EXIT_CONFIG = 78
 #: Seconds a job runs before its process group is written to the database for recovery.
 RECORD_AFTER = 0.02
+#: Seconds between tries of the database after it failed (locked, full, failing).
+DB_RETRY = 1.0
 
 
 def default_name() -> str:
@@ -160,40 +162,48 @@ class Worker:
 
     def _loop(self, wake) -> int:
         next_beat = self.monotonic()
+        retry_at = None  # after a database error: no database work before this (monotonic)
         announced = 0
         while True:
             if self.stop_requests > announced:
                 announced = self._on_stop_request(announced)
-            try:
-                now = self.monotonic()
-                if now >= next_beat:
-                    if not self._heartbeat():
-                        return EXIT_LOST
-                    next_beat = now + self._beat_interval()
-                stopping = self.stop_requests > 0
-                if stopping and not self._draining_recorded:
-                    self.store.mark_draining(self.worker_id, self.now())
-                    self._draining_recorded = True
-                claimed = self._exchange(stopping)
-                record_in = self._record_groups()
-                if not self.runner.running and not claimed and not self._unrecorded:
-                    if stopping:
-                        log.info("worker %s stopped: %s", self.name, self._summary())
-                        return EXIT_OK
-                    if self.burst and not self._held_by_lost and not self.store.has_work(self.queues, self.now()):
-                        log.info("worker %s: no more work (burst): %s", self.name, self._summary())
-                        return EXIT_OK
-                wait = max(0.0, next_beat - self.monotonic())
-                if not stopping and len(self.runner.running) < self.slots:
-                    wait = min(wait, self.config["poll-interval"])
-                if record_in is not None:
-                    wait = min(wait, record_in)
-            except DatabaseError as e:
-                # A locked, full or failing database: keep the jobs running and their results in
-                # memory, send no watchdog ping, and try again shortly. systemd restarts a worker
-                # stuck here for longer than WatchdogSec.
-                self._database_failed(e)
-                wait = min(1.0, max(0.0, next_beat - self.monotonic()))
+            now = self.monotonic()
+            if retry_at is not None and now < retry_at:
+                wait = retry_at - now  # jobs run on and their output is read meanwhile
+            else:
+                retry_at = None
+                try:
+                    if now >= next_beat:
+                        if not self._heartbeat():
+                            return EXIT_LOST
+                        next_beat = now + self._beat_interval()
+                    stopping = self.stop_requests > 0
+                    if stopping and not self._draining_recorded:
+                        self.store.mark_draining(self.worker_id, self.now())
+                        self._draining_recorded = True
+                    claimed = self._exchange(stopping)
+                    record_in = self._record_groups()
+                    if not self.runner.running and not claimed and not self._unrecorded:
+                        if stopping:
+                            log.info("worker %s stopped: %s", self.name, self._summary())
+                            return EXIT_OK
+                        if self.burst and not self._held_by_lost and not self.store.has_work(self.queues,
+                                                                                              self.now()):
+                            log.info("worker %s: no more work (burst): %s", self.name, self._summary())
+                            return EXIT_OK
+                    wait = max(0.0, next_beat - self.monotonic())
+                    if not stopping and len(self.runner.running) < self.slots:
+                        wait = min(wait, self.config["poll-interval"])
+                    if record_in is not None:
+                        wait = min(wait, record_in)
+                except DatabaseError as e:
+                    # A locked, full or failing database: keep the jobs running and their results in
+                    # memory, send no watchdog ping, and try again in DB_RETRY seconds (not at every
+                    # wake-up: output arrives all the time). systemd restarts a worker stuck here for
+                    # longer than WatchdogSec.
+                    self._database_failed(e)
+                    retry_at = self.monotonic() + DB_RETRY
+                    wait = DB_RETRY
             self.notifier.status(self._status_line())
             finished, woken = self.runner.wait(wait)
             if woken:
@@ -255,7 +265,7 @@ class Worker:
         message, logged_at = self._db_error_logged
         if str(error) != message or mono - logged_at >= 30:
             held = len(self.runner.running) + len(self._unrecorded)
-            log.error("%s; keeping %d job(s) and their results, retrying every second", error, held)
+            log.error("%s; keeping %d job(s) and their results, retrying every %g s", error, held, DB_RETRY)
             self._db_error_logged = (str(error), mono)
 
     def _database_works(self, now: Instant) -> None:

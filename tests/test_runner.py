@@ -26,6 +26,24 @@ def test_exit_status_and_output():
     assert run("true").ok and run("true").error is None
 
 
+def test_a_zero_timeout_still_reads_the_pipes():
+    # A worker whose database fails waits with short timeouts; the jobs' output must still be
+    # read, or a job that prints more than a pipe holds blocks forever.
+    runner = Runner(output_limit=1 << 20)
+    try:
+        runner.start("big", "head -c 1000000 /dev/zero")
+        deadline = time.monotonic() + 20
+        done = []
+        while not done and time.monotonic() < deadline:
+            done, _ = runner.wait(0)
+        assert done and done[0][1].ok and len(done[0][1].stdout) == 1000000
+        empty = Runner(output_limit=0)  # and with nothing to watch, a timeout still ends the wait
+        assert empty.wait(0) == ([], False) and empty.wait(0.01) == ([], False)
+        empty.close()
+    finally:
+        runner.close()
+
+
 def test_killed_by_signal_is_a_failure():
     r = run("kill -TERM $$")
     assert r.exit_code is None and r.error == "killed by signal 15 (SIGTERM)"
