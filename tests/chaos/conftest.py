@@ -12,13 +12,6 @@ import sqlite3
 import pytest
 
 
-def pytest_collection_modifyitems(items):
-    here = os.path.dirname(__file__)
-    for item in items:
-        if str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.chaos)
-
-
 class Figures:
     """Measures a test reports: `figures.add("reruns", 3)`; printed as one block after the test."""
 

@@ -25,6 +25,8 @@ from queuectl.models import JobState
 
 from .conftest import integrity
 
+pytestmark = pytest.mark.chaos
+
 BACKOFF_BASE = 2  # a retry after the n-th failure waits 2**n s
 
 

@@ -13,14 +13,19 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import time
 from collections import defaultdict
 
-from conftest import configure, wait_for
+import pytest
+
+from conftest import configure, require, wait_for
 from queuectl.models import JobState
 
 from .conftest import integrity
+
+pytestmark = pytest.mark.chaos
 
 JOBS = 10_000
 WORKERS = 4
@@ -36,6 +41,7 @@ def _job_command(locks: str, log: str) -> str:
 
 
 def test_kill_storm(db, run_cli, store, workers, tmp_path, figures):
+    require(None if shutil.which("flock") else "flock is missing (apt-get install util-linux)", "chaos")
     # Deaths on this host are found by pid at once, so stale-after never decides here.
     configure(run_cli, ("heartbeat-interval", "0.2"), ("stale-after", "5"), ("poll-interval", "0.05"),
               ("max-retries", "1000"), ("backoff-max", "0"))
