@@ -398,10 +398,13 @@ def test_status_tells_a_dead_worker_from_a_live_one(db, run_cli, store, workers)
     a = workers.start("--name", "a")
     b = workers.start("--name", "b")
     until(lambda: len(status(db)["workers"]) == 2, "both workers to register", procs=[a, b])
+    os.kill(b.pid, signal.SIGSTOP)  # b would recover dead a at its next heartbeat
     a.kill()
     a.wait()
     states = {w["name"]: w["state"] for w in status(db)["workers"]}
     assert states == {"a": "dead", "b": "running"}
+    os.kill(b.pid, signal.SIGCONT)
+    until(lambda: [w["name"] for w in status(db)["workers"]] == ["b"], "b to recover dead a", procs=[b])
     b.send_signal(signal.SIGTERM)
     assert wait_exit(b) == 0
 
