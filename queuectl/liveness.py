@@ -33,13 +33,18 @@ def owner_alive(w: WorkerInfo) -> bool | None:
     return procs.owner_alive(w.host, w.boot_id, w.pid, w.pid_start, w.pid_ns)
 
 
+def same_clock(w: WorkerInfo, now: Instant) -> bool:
+    """Return True if `w`'s heartbeat_mono and `now.mono` read one monotonic clock (a known, equal domain)."""
+    return bool(now.domain) and now.mono is not None and w.heartbeat_mono is not None and w.clock_domain == now.domain
+
+
 def heartbeat_age(w: WorkerInfo, now: Instant) -> float:
     """Return the seconds since `w`'s last heartbeat at `now`.
 
     On the monotonic clock when `w` beat in `now`'s clock domain; otherwise on the wall
     clock, which assumes that the two hosts' clocks agree.
     """
-    if now.mono is not None and w.heartbeat_mono is not None and w.clock_domain == now.domain:
+    if same_clock(w, now):
         return now.mono - w.heartbeat_mono
     return now.wall - w.heartbeat_at
 
@@ -51,11 +56,14 @@ class Watch:
     """
 
     def __init__(self):
-        self._seen: dict[int, tuple[int, float, bool]] = {}  # id -> (beats, when first seen, seen to change)
+        self._seen: dict[int, tuple[tuple, float, bool]] = {}  # id -> (WorkerInfo.seen, when first seen, changed)
         self._trusted_from = float("-inf")
 
     def writes_resumed(self, now: Instant) -> None:
-        """Record that this worker's database writes work again after failing: restart every clock."""
+        """Record that this worker could not watch for a while (its writes failed, or it was held up).
+
+        Every other worker then gets stale-after from `now` to show a sign of life.
+        """
         self._trusted_from = now.mono
 
     def verdict(self, w: WorkerInfo, now: Instant, stale_after: float) -> str:
@@ -67,11 +75,11 @@ class Watch:
         if owner_alive(w) is False:
             return DEAD
         mono = now.mono
-        beats, first_seen, changed = self._seen.get(w.id, (w.beats, mono, False))
-        if beats != w.beats:
+        seen, first_seen, changed = self._seen.get(w.id, (w.seen, mono, False))
+        if seen != w.seen:
             first_seen, changed = mono, True
-        self._seen[w.id] = (w.beats, first_seen, changed)
-        same_domain = w.heartbeat_mono is not None and w.clock_domain == now.domain
+        self._seen[w.id] = (w.seen, first_seen, changed)
+        same_domain = same_clock(w, now)
         last_sign = w.heartbeat_mono if same_domain else first_seen
         if mono - max(last_sign, self._trusted_from) > stale_after:
             return STALE

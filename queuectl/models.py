@@ -124,6 +124,14 @@ class WorkerInfo:
     job_ids: tuple[str, ...] = ()
 
     @property
+    def seen(self) -> tuple[int, float]:
+        """What a judge saw of its heartbeats (count, wall time); a recovery re-checks it (SqliteStore.recover).
+
+        The time is in it too: a worker of an older queuectl beats without counting.
+        """
+        return self.beats, self.heartbeat_at
+
+    @property
     def clock_domain(self) -> str:
         """The boot whose CLOCK_MONOTONIC `heartbeat_mono` reads (the kernel boot id; see queuectl.clock)."""
         return self.boot_id.partition(" ")[0]

@@ -113,13 +113,14 @@ def is_local(host: str, boot: str, pid_ns: str | None = None) -> bool:
 def owner_alive(host: str, boot: str, pid: int, pid_start: int | None, pid_ns: str | None = None) -> bool | None:
     """Return whether the process (host, boot, pid, start time) lives; None if this process cannot tell.
 
-    None: it ran on another host or in another PID namespace, where only its heartbeat
-    can tell. False: it ran here in an earlier boot, or its pid is gone or names another
-    process now.
+    None: it ran on another host, in another PID namespace, or in what cannot be told
+    for this boot (another boot id and another boot time: an earlier boot, or this one
+    seen from another namespace after a wall-clock step moved the boot time), where
+    only its heartbeat can tell. False: its pid is gone or names another process now.
     """
-    if host != hostname() or pid_ns not in (None, pid_namespace()):
+    if host != hostname() or pid_ns not in (None, pid_namespace()) or not same_boot(boot):
         return None
-    return same_boot(boot) and process_alive(pid, pid_start)
+    return process_alive(pid, pid_start)
 
 
 def process_alive(pid: int, start_time: int | None) -> bool:
@@ -166,8 +167,8 @@ def _group_member_states(pgid: int):
                 yield fields[0]
 
 
-def groups_with_env(entry: bytes) -> set[int]:
-    """Return the process groups of this user's processes whose environment holds `entry` (b"KEY=VALUE").
+def groups_with_env(*entries: bytes) -> set[int]:
+    """Return the process groups of this user's processes whose environment holds every b"KEY=VALUE" of `entries`.
 
     The fallback for a job whose group was never recorded: its shell and children carry
     QUEUECTL_JOB_ID in their environment (proc(5): /proc/PID/environ, readable for one's
@@ -179,8 +180,9 @@ def groups_with_env(entry: bytes) -> set[int]:
             continue
         try:
             with open(f"/proc/{proc.name}/environ", "rb") as f:
-                if entry not in f.read().split(b"\0"):
-                    continue
+                environ = set(f.read().split(b"\0"))
+            if not environ.issuperset(entries):
+                continue
         except OSError:
             continue
         fields = _stat_fields(int(proc.name))
@@ -201,26 +203,43 @@ def signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
-def kill_group(pgid: int, leader_start: int | None, wait: float = 2.0) -> bool:
-    """SIGKILL the group if it is still the one recorded; return True if a signal was sent.
+def kill_group(pgid: int, leader_start: int | None) -> bool:
+    """SIGKILL the group if it is still the one recorded and wait for it (kill_and_wait); True once it is gone.
 
-    Waits up to `wait` seconds for its members to be gone (see kill_and_wait). Raises
-    PermissionError if the group belongs to another user.
+    Raises PermissionError if the group belongs to another user.
     """
     if group_alive(pgid, leader_start):
-        return kill_and_wait(pgid, wait)
-    return False
+        return kill_and_wait(pgid)
+    return True
 
 
 def kill_and_wait(pgid: int, wait: float = 2.0) -> bool:
-    """SIGKILL process group `pgid` and wait up to `wait` seconds until no member runs; False if it was gone.
+    """SIGKILL process group `pgid` and wait up to `wait` seconds until no member runs.
 
-    kill(2) returns before the members have died: a recovery that reran the job at once
-    could meet the old copy still holding its files and locks. A zombie has released them.
+    Returns True once the group is gone (or was already), False if a member still runs
+    after `wait` (one stuck in uninterruptible sleep, on a hung NFS mount say). kill(2)
+    returns before the members have died: a recovery that reran the job at once could
+    meet the old copy still holding its files and locks. A zombie has released them.
+    Raises PermissionError if the group belongs to another user.
     """
-    if not signal_group(pgid, signal.SIGKILL):
-        return False
+    signal_group(pgid, signal.SIGKILL)
     deadline = time.monotonic() + wait
-    while any(state != b"Z" for state in _group_member_states(pgid)) and time.monotonic() < deadline:
+    while any(state != b"Z" for state in _group_member_states(pgid)):
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.005)
+    return True
+
+
+def may_signal_group(pgid: int) -> bool:
+    """Return False if process group `pgid` exists and belongs to another user (kill(2) with signal 0).
+
+    Also answers for a group that /proc hides from this user (ProtectProc=invisible).
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
     return True

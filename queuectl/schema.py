@@ -92,6 +92,7 @@ ALTER TABLE workers ADD COLUMN draining_since REAL;
 ALTER TABLE workers ADD COLUMN heartbeat_mono REAL;            -- CLOCK_MONOTONIC seconds
 ALTER TABLE workers ADD COLUMN beats INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE workers ADD COLUMN pid_ns TEXT;                     -- /proc/self/ns/pid of the worker
+ALTER TABLE workers ADD COLUMN uid INTEGER;                     -- its effective uid
 -- Due times that survive a step: a relative wait (a retry's backoff, an enqueue's delay, or 0)
 -- is kept with the monotonic time it ends at on the boot that scheduled it; run_at stays the
 -- wall-clock estimate, and alone decides for a run_at given as an absolute time (delay NULL)
@@ -100,9 +101,15 @@ ALTER TABLE jobs ADD COLUMN delay REAL;                         -- seconds; NULL
 ALTER TABLE jobs ADD COLUMN due_boot TEXT;                      -- the clock domain of due_mono
 ALTER TABLE jobs ADD COLUMN due_mono REAL;                      -- CLOCK_MONOTONIC seconds
 DROP INDEX jobs_ready;
--- Claim order, with the due-time columns along so that a claim reads the index alone.
-CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq, due_boot, due_mono, delay)
+-- Claim order, with what a claim filters on along, so that it reads the index alone.
+CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq, state, queue, due_boot, due_mono, delay)
     WHERE state IN ('pending', 'failed');
+-- A worker of version 2 (during an upgrade) reschedules run_at alone: the monotonic due time
+-- it leaves would be stale, so such a job falls back to the wall clock.
+CREATE TRIGGER jobs_wall_only_reschedule AFTER UPDATE OF run_at ON jobs
+WHEN NEW.run_at IS NOT OLD.run_at AND NEW.due_mono IS OLD.due_mono AND NEW.due_mono IS NOT NULL BEGIN
+    UPDATE jobs SET delay = NULL, due_boot = NULL, due_mono = NULL WHERE seq = NEW.seq;
+END;
 """,
 }
 

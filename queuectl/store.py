@@ -36,10 +36,17 @@ _JOB_COLUMNS = (
 # ANALYZE statistics the planner prefers jobs_state and sorts every ready job on each claim.
 _READY = "state IN ('pending', 'failed')"
 # Due: on the monotonic clock of the boot that scheduled the job when the reader shares it;
-# otherwise on the wall clock, and at once if the reader's wall clock reads earlier than when
-# a relative wait was scheduled (it was stepped back, or the hosts disagree): a retry then runs
-# no later than its backoff after the failure. Parameters: domain, mono, wall, wall.
-_DUE = f"(CASE WHEN due_boot = ? THEN due_mono <= ? ELSE run_at <= ? OR run_at - delay > ? + {STEP_TOLERANCE} END)"
+# otherwise on the wall clock. A retry, or a job due at once when it was scheduled (delay 0),
+# is also due if the reader's wall clock reads earlier than when it was scheduled (stepped
+# back, or behind the scheduler's): a retry then runs no later than its backoff after the
+# failure, and a job enqueued for now runs now. A longer delay given at enqueue is kept on
+# the wall clock by such a reader. Parameters: domain, mono, wall, wall.
+_DUE = (f"(CASE WHEN due_boot = ? THEN due_mono <= ? ELSE run_at <= ? OR ((delay = 0 OR state = 'failed')"
+        f" AND run_at - delay > ? + {STEP_TOLERANCE}) END)")
+
+
+class WorkerGone(Conflict):
+    """The calling worker's registration is gone: another worker declared it dead and took its jobs."""
 
 
 class DuplicateJob(Conflict):
@@ -81,6 +88,8 @@ class JobProcess:
     boot_id: str | None
     pid_ns: str | None = None
     queue: str = "default"
+    attempts: int = 0
+    uid: int | None = None  # its worker's effective uid
 
 
 class SqliteStore:
@@ -255,11 +264,15 @@ class SqliteStore:
         Does what `finish`, `requeue` and `claim` do, in that order, with one commit instead
         of three. `config` (the settings in force, as the worker last read them) spares a
         read of the config table. Returns (the finished jobs' new states, the claimed jobs).
+        Raises WorkerGone, changing nothing, if it would claim for a worker no longer registered.
         """
         now = instant(now)
         if not outcomes and not requeue and not self._any_ready(queues, now):
             return [], []  # an idle poll: a read, no write lock
         with self._write() as c:
+            if limit > 0 and not c.execute("SELECT 1 FROM workers WHERE id = ?", (worker_id,)).fetchone():
+                # Recovered while it waited for the lock: jobs claimed now would belong to nobody.
+                raise WorkerGone(f"worker #{worker_id} is no longer registered")
             config = config or self._settings(c)
             states = [self._finish_one(c, worker_id, o, now, config) for o in outcomes]
             self._requeue(c, worker_id, requeue, now)
@@ -340,7 +353,8 @@ class SqliteStore:
     def requeue(self, worker_id: int, job_ids: Sequence[str], now: Instant | float) -> int:
         """Put this worker's processing jobs back to pending without using an attempt; return how many.
 
-        They keep the due time they were claimed at, so they are ready at once.
+        They keep the due time they were claimed by, so they are ready again at once (unless
+        an absolute run_at lies ahead of a wall clock stepped back since).
         """
         with self._write() as c:
             return self._requeue(c, worker_id, job_ids, instant(now))
@@ -360,24 +374,30 @@ class SqliteStore:
     # -- workers and recovery -----------------------------------------------------------------
 
     def register_worker(self, info: dict[str, Any], now: Instant | float, replace: int | None = None,
-                        config: dict[str, Any] | None = None) -> tuple[int, list]:
+                        config: dict[str, Any] | None = None, replace_seen: tuple | None = None) -> tuple[int, list]:
         """Register a worker incarnation; return (its id, [(job id, state)] recovered from `replace`).
 
         `info` has name, host, boot_id, pid, pid_start, slots, queues (list), unit, and
-        optionally pid_ns. With `replace`, the dead worker row of that id (same name) is
-        removed first and its processing jobs recovered as failed attempts ("worker lost").
+        optionally pid_ns and uid. With `replace`, the dead worker row of that id (same name)
+        is removed first and its processing jobs recovered as failed attempts ("worker
+        lost"), provided its row still shows `replace_seen` (WorkerInfo.seen) when given.
         Raises Conflict if a worker of that name is registered and is not the one being
-        replaced.
+        replaced (or beat since it was judged).
         """
         now = instant(now)
         with self._write() as c:
-            recovered = self._recover(c, replace, now, config) if replace is not None else []
+            recovered = []
+            if replace is not None:
+                if replace_seen is not None and not self._unchanged(c, replace, replace_seen):
+                    raise Conflict(f"a worker named {info['name']!r} came back to life; not replacing it")
+                recovered = self._recover(c, replace, now, config)
             try:
                 cur = c.execute(
-                    "INSERT INTO workers (name, host, boot_id, pid, pid_start, pid_ns, slots, queues, unit,"
-                    " started_at, heartbeat_at, heartbeat_mono) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO workers (name, host, boot_id, pid, pid_start, pid_ns, uid, slots, queues, unit,"
+                    " started_at, heartbeat_at, heartbeat_mono) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (info["name"], info["host"], info["boot_id"], info["pid"], info["pid_start"], info.get("pid_ns"),
-                     info["slots"], ",".join(info["queues"]), info.get("unit"), now.wall, now.wall, now.mono),
+                     info.get("uid"), info["slots"], ",".join(info["queues"]), info.get("unit"), now.wall, now.wall,
+                     now.mono),
                 )
             except sqlite3.IntegrityError:
                 raise Conflict(f"a worker named {info['name']!r} is already registered and alive") from None
@@ -436,20 +456,22 @@ class SqliteStore:
     def _job_processes(self, where: str, params: tuple) -> list[JobProcess]:
         with self._errors():
             rows = self.conn.execute(
-                "SELECT j.id, j.worker_id, j.pgid, j.pgid_start, j.queue, w.host, w.boot_id, w.pid_ns FROM jobs j"
-                f" LEFT JOIN workers w ON w.id = j.worker_id WHERE j.state = 'processing' AND ({where})",
+                "SELECT j.id, j.worker_id, j.pgid, j.pgid_start, j.queue, j.attempts, w.host, w.boot_id, w.pid_ns,"
+                f" w.uid FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id"
+                f" WHERE j.state = 'processing' AND ({where})",
                 params,
             ).fetchall()
         return [JobProcess(r["id"], r["worker_id"], r["pgid"], r["pgid_start"], r["host"], r["boot_id"],
-                           r["pid_ns"], r["queue"]) for r in rows]
+                           r["pid_ns"], r["queue"], r["attempts"], r["uid"]) for r in rows]
 
-    def recover(self, worker_id: int | None, beats: int | None, now: Instant | float,
+    def recover(self, worker_id: int | None, seen: tuple | None, now: Instant | float,
                 config: dict[str, Any] | None = None) -> list[tuple[str, JobState]]:
         """Recover the processing jobs of a dead worker; return [(job id, new state)].
 
-        The caller judged the worker dead or stale when its row showed `beats` heartbeats;
-        inside the transaction the row must still show that many, so a worker that beat
-        since keeps its jobs (and a worker already recovered by another is left alone).
+        The caller judged the worker dead or stale when its row showed `seen`
+        (WorkerInfo.seen: its heartbeat count and time); inside the transaction the row
+        must still show them, so a worker that beat since keeps its jobs (and a worker
+        already recovered by another is left alone).
         `worker_id` None recovers the jobs whose worker row is gone. Each job counts a
         failed attempt, error "worker lost", and follows the retry/DLQ rule; the dead
         worker's registration is removed. `config`, the settings in force as the caller
@@ -457,11 +479,15 @@ class SqliteStore:
         """
         now = instant(now)
         with self._write() as c:
-            if worker_id is not None:
-                unchanged = c.execute("SELECT 1 FROM workers WHERE id = ? AND beats = ?", (worker_id, beats)).fetchone()
-                if not unchanged:
-                    return []
+            if worker_id is not None and not self._unchanged(c, worker_id, seen):
+                return []
             return self._recover(c, worker_id, now, config)
+
+    @staticmethod
+    def _unchanged(c, worker_id: int, seen: tuple) -> bool:
+        """Return True if the worker's row still shows `seen` (beats, heartbeat_at)."""
+        return c.execute("SELECT 1 FROM workers WHERE id = ? AND beats = ? AND heartbeat_at = ?",
+                         (worker_id, *seen)).fetchone() is not None
 
     def _recover(self, c, worker_id: int | None, now: Instant, config=None) -> list[tuple[str, JobState]]:
         config = config or self._settings(c)
@@ -688,4 +714,4 @@ def default_db_path() -> str:
     return os.path.join(base, "queuectl", "queuectl.db")
 
 
-__all__ = ["SqliteStore", "Outcome", "JobProcess", "DuplicateJob", "default_db_path"]
+__all__ = ["SqliteStore", "Outcome", "JobProcess", "DuplicateJob", "WorkerGone", "default_db_path"]

@@ -24,7 +24,7 @@ from queuectl.notify import Notifier
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import drain, on_stop
 from queuectl.wake import listen as listen_for_pokes
-from queuectl.store import Outcome, SqliteStore
+from queuectl.store import Outcome, SqliteStore, WorkerGone
 
 log = logging.getLogger("queuectl.worker")
 
@@ -37,6 +37,12 @@ EXIT_CONFIG = 78
 RECORD_AFTER = 0.02
 #: Seconds between tries of the database after it failed (locked, full, failing).
 DB_RETRY = 1.0
+
+
+def _held(job_id: str, why: str) -> bool:
+    """Log why a lost worker's jobs are not recovered now; return False (for _kill_local)."""
+    log.error("not recovering job %s and its worker's other jobs yet: %s", job_id, why)
+    return False
 
 
 def default_name() -> str:
@@ -110,8 +116,7 @@ class Worker:
             self._poke = listen_for_pokes(os.getpid())
             if self._poke is not None:
                 self.runner.add_wake_fd(self._poke.fileno())
-            self.register()
-            self.recover_lost()  # a dead worker's jobs wait for nobody: not even for our first heartbeat
+            self.register()  # the loop's first heartbeat, at once, recovers what dead workers left
             self.notifier.ready(self._status_line())
             code = None
             try:
@@ -150,10 +155,13 @@ class Worker:
             replace = previous.id
         info = {
             "name": self.name, "host": procs.hostname(), "boot_id": procs.boot_id(), "pid": os.getpid(),
-            "pid_start": procs.process_start_time(os.getpid()), "pid_ns": procs.pid_namespace(), "slots": self.slots,
+            "pid_start": procs.process_start_time(os.getpid()), "pid_ns": procs.pid_namespace(), "uid": os.geteuid(),
+            "slots": self.slots,
             "queues": list(self.queues), "unit": self.unit,
         }
-        self.worker_id, recovered = self.store.register_worker(info, now, replace=replace, config=self.config)
+        self.worker_id, recovered = self.store.register_worker(
+            info, now, replace=replace, config=self.config,
+            replace_seen=previous.seen if replace is not None else None)
         self._report_recovered(recovered, "its previous incarnation")
         log.info("worker %s started: %d slot(s), queues %s", self.name, self.slots,
                  ",".join(self.queues) or "(all)")
@@ -196,7 +204,10 @@ class Worker:
                         wait = min(wait, self.config["poll-interval"])
                     if record_in is not None:
                         wait = min(wait, record_in)
-                except DatabaseError as e:
+                    self._database_works()
+                except WorkerGone:
+                    return self._declared_dead()
+                except (DatabaseError, InvalidInput) as e:  # InvalidInput: a database turned read-only
                     # A locked, full or failing database: keep the jobs running and their results in
                     # memory, send no watchdog ping, and try again in DB_RETRY seconds (not at every
                     # wake-up: output arrives all the time). systemd restarts a worker stuck here for
@@ -233,21 +244,27 @@ class Worker:
         """Write the heartbeat, then ping the watchdog; return False if this worker was declared dead."""
         now = self.now()
         if not self.store.heartbeat(self.worker_id, now):
-            log.error("worker %s was declared dead by another worker and its jobs were recovered; exiting",
-                      self.name)
-            self.runner.stop_all(signal.SIGKILL)
+            self._declared_dead()
             return False
         self.notifier.watchdog()  # only after the database took the heartbeat
-        self._database_works(now)
-        self._note_clock_step(now)
+        self._note_gap(now)
         self._reload_settings()
         self.recover_lost()
         return True
 
-    def _note_clock_step(self, now: Instant) -> None:
-        """Log a wall-clock step seen between two heartbeats (wall delta against monotonic delta).
+    def _declared_dead(self) -> int:
+        log.error("worker %s was declared dead by another worker and its jobs were recovered; exiting",
+                  self.name)
+        self.runner.stop_all(signal.SIGKILL)
+        return EXIT_LOST
 
-        Nothing else needs doing: liveness and due times are judged on monotonic clocks.
+    def _note_gap(self, now: Instant) -> None:
+        """Look at the time since the last heartbeat: a wall-clock step, or a worker held up.
+
+        A wall-clock step (wall delta against monotonic delta) is only logged: liveness and
+        due times are judged on monotonic clocks. A heartbeat that came late (a write that
+        waited long for a lock, a process stopped or starved) means this worker could not
+        watch the others meanwhile: they get stale-after to show a sign of life.
         """
         last, self._last_beat = self._last_beat, now
         if last is None:
@@ -256,6 +273,8 @@ class Worker:
         if abs(step) > STEP_TOLERANCE:
             log.warning("the wall clock stepped by %+.1f s since the last heartbeat; liveness and due"
                         " times follow the monotonic clock, so no job is affected", step)
+        if self.monotonic() - last.mono > 2 * self._beat_interval() + 1:
+            self._watch.writes_resumed(Instant(now.wall, self.monotonic(), now.domain))
 
     def _database_failed(self, error: DatabaseError) -> None:
         """Note a failed database operation; log it when it is new, then at most every 30 s."""
@@ -268,10 +287,12 @@ class Worker:
             log.error("%s; keeping %d job(s) and their results, retrying every %g s", error, held, DB_RETRY)
             self._db_error_logged = (str(error), mono)
 
-    def _database_works(self, now: Instant) -> None:
-        """After an outage: say so, and give every other worker stale-after to beat again (liveness rule 2)."""
+    def _database_works(self) -> None:
+        """After an outage (once a whole turn of the loop succeeded): say so, and give every other
+        worker stale-after to beat again (queuectl.liveness rule 2)."""
         if self._db_failing_since is None:
             return
+        now = self.now()
         log.warning("the database takes writes again after %.1f s", now.mono - self._db_failing_since)
         self._watch.writes_resumed(now)
         self._db_failing_since = None
@@ -389,7 +410,7 @@ class Worker:
                 held += sum(1 for j in jobs if self._serves(j.queue))
                 continue
             whose = f"{'dead' if verdict == liveness.DEAD else 'stale'} worker {w.name!r}"
-            self._report_recovered(self.store.recover(w.id, w.beats, now, self.config), whose)
+            self._report_recovered(self.store.recover(w.id, w.seen, now, self.config), whose)
         if self.store.orphaned_jobs():
             self._report_recovered(self.store.recover(None, None, now, self.config), "no registered worker")
         self._held_by_lost = held
@@ -399,24 +420,37 @@ class Worker:
 
     @staticmethod
     def _kill_local(jobs) -> bool:
-        """Kill what is left on this host of a lost worker's jobs; return False if a group is another user's."""
+        """Kill what is left on this host of a lost worker's jobs, and wait until it is gone.
+
+        Returns False, having killed nothing, if a leftover group may belong to another user
+        (kill(2) refuses it, or the worker was another user's and a group was never
+        recorded), and False if a group outlives its SIGKILL: the jobs then stay held
+        rather than run twice.
+        """
+        groups: dict[str, list[int]] = {}
         for j in jobs:
             if j.host is None or not procs.is_local(j.host, j.boot_id, j.pid_ns):
                 continue
-            try:
-                if j.pgid:
-                    if procs.kill_group(j.pgid, j.pgid_start):
-                        log.warning("killed the leftover process group %d of job %s", j.pgid, j.job_id)
-                    continue
-                # Its group was never recorded (the worker died within RECORD_AFTER of starting it):
-                # find the job's processes by the QUEUECTL_JOB_ID in their environment.
-                for pgid in procs.groups_with_env(b"QUEUECTL_JOB_ID=" + j.job_id.encode()):
-                    if procs.kill_and_wait(pgid):
-                        log.warning("killed the leftover process group %d of job %s", pgid, j.job_id)
-            except PermissionError:
-                log.error("cannot kill the leftover processes of job %s (another user's); its worker's jobs"
-                          " are left for a worker of that user to recover", j.job_id)
-                return False
+            if j.pgid:
+                if not procs.may_signal_group(j.pgid):
+                    return _held(j.job_id, "its process group belongs to another user")
+                groups[j.job_id] = [j.pgid] if procs.group_alive(j.pgid, j.pgid_start) else []
+            elif j.uid is not None and j.uid != os.geteuid() and os.geteuid() != 0:
+                return _held(j.job_id, "its worker was another user's and its process group was never recorded")
+            else:
+                # Never recorded (its worker died within RECORD_AFTER of starting it): find this
+                # attempt's processes by their environment.
+                groups[j.job_id] = sorted(procs.groups_with_env(
+                    b"QUEUECTL_JOB_ID=" + j.job_id.encode(), b"QUEUECTL_ATTEMPT=%d" % j.attempts))
+        for job_id, pgids in groups.items():
+            for pgid in pgids:
+                try:
+                    gone = procs.kill_and_wait(pgid)
+                except PermissionError:
+                    return _held(job_id, "its process group belongs to another user")
+                if not gone:
+                    return _held(job_id, f"its process group {pgid} outlived SIGKILL")
+                log.warning("killed the leftover process group %d of job %s", pgid, job_id)
         return True
 
     def _report_recovered(self, recovered, whose: str) -> None:

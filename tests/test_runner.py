@@ -170,12 +170,16 @@ def test_a_job_whose_group_was_never_recorded_is_found_by_its_environment():
 
     runner = Runner(100)
     try:
-        job = runner.start("k", "sleep 30 & sleep 30", env=JobEnvironment().job({"QUEUECTL_JOB_ID": "lost-1"}))
+        env = JobEnvironment().job({"QUEUECTL_JOB_ID": "lost-1", "QUEUECTL_ATTEMPT": "2"})
+        job = runner.start("k", "sleep 30 & sleep 30", env=env)
         wait_for(lambda: procs.groups_with_env(b"QUEUECTL_JOB_ID=lost-1") == {job.pgid}, 5,
                  message="the job's group to be found by its environment")
         assert procs.groups_with_env(b"QUEUECTL_JOB_ID=lost-") == set()  # whole entries only
-        unrecorded = JobProcess("lost-1", 1, None, None, procs.hostname(), procs.boot_id())
-        Worker._kill_local([unrecorded])  # what a recovery does for a job with no recorded group
+        # Another attempt of the same job (a later rerun's view) is left alone.
+        earlier = JobProcess("lost-1", 1, None, None, procs.hostname(), procs.boot_id(), attempts=1)
+        assert Worker._kill_local([earlier]) and runner.wait(0.3) == ([], False)
+        unrecorded = JobProcess("lost-1", 1, None, None, procs.hostname(), procs.boot_id(), attempts=2)
+        assert Worker._kill_local([unrecorded])  # what a recovery does for a job with no recorded group
         done, _ = runner.wait(10)
         assert done[0][1].error.startswith("killed by signal 9")
         wait_for(lambda: not procs.group_alive(job.pgid, job.pgid_start), 5, message="the whole group to die")

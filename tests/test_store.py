@@ -11,7 +11,7 @@ from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput
 from queuectl.jobspec import parse_job
 from queuectl.models import JobState
 from queuectl.schema import APPLICATION_ID, SCHEMA_VERSION
-from queuectl.store import DuplicateJob, Outcome, SqliteStore
+from queuectl.store import DuplicateJob, Outcome, SqliteStore, WorkerGone
 
 NOW = 1_000_000.0
 
@@ -124,7 +124,8 @@ def test_claim_and_has_work_read_the_ready_index_in_order(store):
     assert len(checked) == 2
     for sql in checked:
         plan = " | ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + sql))
-        assert "USING INDEX jobs_ready" in plan and "TEMP B-TREE" not in plan, plan
+        # Covering: the due-time, state and queue filters read the index alone, not each row.
+        assert "USING COVERING INDEX jobs_ready" in plan and "TEMP B-TREE" not in plan, plan
 
 
 def test_two_connections_never_claim_the_same_job(db):
@@ -230,7 +231,7 @@ def test_recovery_of_a_lost_worker_counts_a_failed_attempt(store):
     store.heartbeat(live, NOW + 10)
     held = store.worker_jobs(dead)
     assert {j.job_id for j in held} == {"a", "b"} and {j.host for j in held} == {"testhost"}
-    recovered = dict(store.recover(dead, 0, NOW + 10))
+    recovered = dict(store.recover(dead, store.worker_by_name("dead").seen, NOW + 10))
     assert recovered == {"a": JobState.FAILED, "b": JobState.DEAD}
     assert store.get_job("a").last_error == "worker lost"
     assert store.worker_by_name("dead") is None
@@ -243,10 +244,13 @@ def test_a_worker_that_beat_since_it_was_judged_keeps_its_jobs(store):
     store.claim(w, [], 1, NOW)
     [judged] = store.workers()
     store.heartbeat(w, NOW + 100)  # it beats between the judgement and the recovery
-    assert store.recover(w, judged.beats, NOW + 101) == []  # re-checked inside the transaction
+    assert store.recover(w, judged.seen, NOW + 101) == []  # re-checked inside the transaction
     assert store.get_job("a").state == JobState.PROCESSING
-    assert store.worker_by_name("w1").beats == judged.beats + 1
-    assert store.recover(w, judged.beats + 1, NOW + 101) == [("a", JobState.FAILED)]
+    assert store.worker_by_name("w1").seen == (judged.beats + 1, NOW + 100)
+    # A worker of version 2 beats without counting: its heartbeat time still tells.
+    store.conn.execute("UPDATE workers SET heartbeat_at = ?", (NOW + 105,))
+    assert store.recover(w, (judged.beats + 1, NOW + 100), NOW + 106) == []
+    assert store.recover(w, (judged.beats + 1, NOW + 105), NOW + 106) == [("a", JobState.FAILED)]
 
 
 def test_jobs_whose_worker_row_is_gone_are_recovered_as_orphans(store):
@@ -259,10 +263,31 @@ def test_jobs_whose_worker_row_is_gone_are_recovered_as_orphans(store):
     assert store.recover(None, None, NOW) == [("a", JobState.FAILED)]
 
 
+def test_a_worker_recovered_while_it_waited_claims_nothing(store):
+    add(store, id="a")
+    w = register(store)
+    store.recover(w, store.worker_by_name("w1").seen, NOW)
+    with pytest.raises(WorkerGone):
+        store.claim(w, [], 1, NOW)
+    assert store.get_job("a").state == JobState.PENDING
+
+
+def test_replacing_a_same_name_worker_that_beat_since_is_refused(store):
+    add(store, id="a")
+    w1 = register(store, "same")
+    store.claim(w1, [], 1, NOW)
+    seen = store.worker_by_name("same").seen
+    store.heartbeat(w1, NOW + 1)
+    info = {"name": "same", "host": "h", "boot_id": "b", "pid": 2, "pid_start": 2, "slots": 1, "queues": []}
+    with pytest.raises(Conflict, match="came back to life"):
+        store.register_worker(info, NOW + 2, replace=w1, replace_seen=seen)
+    assert store.get_job("a").state == JobState.PROCESSING and store.worker_by_name("same").id == w1
+
+
 def test_heartbeat_reports_a_lost_registration(store):
     w = register(store)
     assert store.heartbeat(w, NOW)
-    store.recover(w, 1, NOW + 100)
+    store.recover(w, store.worker_by_name("w1").seen, NOW + 100)
     assert not store.heartbeat(w, NOW + 100)
 
 
@@ -317,6 +342,23 @@ def test_a_job_enqueued_before_a_backward_step_is_not_held_back_by_it(store):
     assert [j.id for j in store.claim(register(store), [], 5, Instant(NOW - 3600, 10.5, A))] == ["now"]
     assert not _ready(store, Instant(NOW - 3600, 39.0, A))
     assert _ready(store, Instant(NOW - 3600, 40.0, A))
+
+
+def test_a_long_delay_is_not_cut_short_by_a_reader_whose_clock_is_behind(store):
+    add(store, id="tomorrow", delay=86400, now=Instant(NOW, 10.0, A))
+    assert not _ready(store, Instant(NOW - 1.5, 5.0, "boot-b"))  # another host, a little behind
+    assert not _ready(store, Instant(NOW + 86399, 5.0, "boot-b"))
+    assert _ready(store, Instant(NOW + 86400, 5.0, "boot-b"))
+
+
+def test_a_reschedule_by_an_older_queuectl_falls_back_to_the_wall_clock(store):
+    _failed_once(store, Instant(NOW, 100.0, A))
+    # A version-2 worker rewrites run_at alone (a later retry); the monotonic due time it
+    # leaves behind must not make the job due early.
+    store.conn.execute("UPDATE jobs SET run_at = ? WHERE id = 'r'", (NOW + 60,))
+    assert tuple(store.conn.execute("SELECT delay, due_boot, due_mono FROM jobs").fetchone()) == (None, None, None)
+    assert not _ready(store, Instant(NOW + 10, 200.0, A))
+    assert _ready(store, Instant(NOW + 60, 200.0, A))
 
 
 def test_an_absolute_run_at_stays_absolute(store):

@@ -13,6 +13,7 @@ from queuectl.conffile import SiteConfig
 from queuectl.errors import InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store import SqliteStore, default_db_path
 
+
 class HelpGroup(click.Group):
     """A command group that, run without a subcommand, prints its help on stdout and exits 0.
 
@@ -31,7 +32,7 @@ class HelpGroup(click.Group):
             rv = callback(*cb_args, **cb_kwargs) if callback is not None else None
             ctx = click.get_current_context()
             if ctx.invoked_subcommand is None:
-                click.echo(ctx.get_help())
+                click.echo(ctx.get_help(), color=ctx.color)
                 ctx.exit(0)
             return rv
 
