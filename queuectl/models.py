@@ -13,6 +13,7 @@ class JobState(str, enum.Enum):
     pending -> processing -> completed
                           -> failed (a retry is scheduled at run_at) -> processing ...
                           -> dead (the dead letter queue)
+                          -> cancelled (`queuectl cancel`; also from pending and failed)
     """
 
     PENDING = "pending"
@@ -20,6 +21,7 @@ class JobState(str, enum.Enum):
     COMPLETED = "completed"
     FAILED = "failed"
     DEAD = "dead"
+    CANCELLED = "cancelled"
 
     def __str__(self) -> str:
         return self.value

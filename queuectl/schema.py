@@ -3,6 +3,11 @@
 #: Written to PRAGMA application_id so a queuectl database is told apart from other SQLite files ("QCTL").
 APPLICATION_ID = 0x5143544C
 
+#: The jobs table's columns in version 3, which version 4 copies.
+_V3_COLUMNS = ("seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, created_at,"
+               " updated_at, started_at, finished_at, worker_id, pgid, pgid_start, exit_code, last_error, delay,"
+               " due_boot, due_mono")
+
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -111,6 +116,96 @@ WHEN NEW.run_at IS NOT OLD.run_at AND NEW.due_mono IS OLD.due_mono AND NEW.due_m
     UPDATE jobs SET delay = NULL, due_boot = NULL, due_mono = NULL WHERE seq = NEW.seq;
 END;
 """,
+    4: """
+-- The cancelled state. SQLite cannot change a CHECK constraint in place: the table is rebuilt
+-- (https://www.sqlite.org/lang_altertable.html, "other kinds of table schema changes"), with
+-- foreign keys off (the migrator turns them off around this step).
+CREATE TABLE jobs_v4 (
+    seq         INTEGER PRIMARY KEY,
+    id          TEXT NOT NULL UNIQUE,
+    queue       TEXT NOT NULL,
+    command     TEXT NOT NULL,
+    state       TEXT NOT NULL
+                CHECK (state IN ('pending', 'processing', 'completed', 'failed', 'dead', 'cancelled')),
+    priority    INTEGER NOT NULL DEFAULT 0,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    max_retries INTEGER,
+    timeout     REAL,
+    cwd         TEXT,
+    run_at      REAL NOT NULL,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL,
+    started_at  REAL,
+    finished_at REAL,
+    worker_id   INTEGER,
+    pgid        INTEGER,
+    pgid_start  INTEGER,
+    exit_code   INTEGER,
+    last_error  TEXT,
+    delay       REAL,
+    due_boot    TEXT,
+    due_mono    REAL,
+    cancel_requested_at REAL                  -- Unix seconds: `queuectl cancel` of a processing job
+);
+INSERT INTO jobs_v4 (COLS) SELECT COLS FROM jobs;
+DROP TABLE jobs;
+ALTER TABLE jobs_v4 RENAME TO jobs;
+CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq, state, queue, due_boot, due_mono, delay)
+    WHERE state IN ('pending', 'failed');
+CREATE INDEX jobs_processing ON jobs (worker_id) WHERE state = 'processing';
+CREATE INDEX jobs_state ON jobs (state, seq);
+CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
+-- Retention deletes finished jobs oldest first.
+CREATE INDEX jobs_finished ON jobs (state, finished_at) WHERE state IN ('completed', 'dead', 'cancelled');
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
+        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_update AFTER UPDATE OF state, queue ON jobs
+WHEN OLD.state IS NOT NEW.state OR OLD.queue IS NOT NEW.queue BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
+    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
+        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
+END;
+CREATE TRIGGER jobs_wall_only_reschedule AFTER UPDATE OF run_at ON jobs
+WHEN NEW.run_at IS NOT OLD.run_at AND NEW.due_mono IS OLD.due_mono AND NEW.due_mono IS NOT NULL BEGIN
+    UPDATE jobs SET delay = NULL, due_boot = NULL, due_mono = NULL WHERE seq = NEW.seq;
+END;
+
+-- How runs ended, by queue: counters for `queuectl metrics` that retention does not touch.
+CREATE TABLE job_runs (
+    queue   TEXT NOT NULL,
+    outcome TEXT NOT NULL,  -- completed, failed (a retry follows), dead, cancelled, recovered, requeued
+    n       INTEGER NOT NULL,
+    PRIMARY KEY (queue, outcome)
+) WITHOUT ROWID;
+CREATE TRIGGER jobs_count_runs AFTER UPDATE OF state ON jobs
+WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' BEGIN
+    INSERT INTO job_runs (queue, outcome, n) VALUES (NEW.queue,
+        CASE WHEN NEW.last_error = 'worker lost' THEN 'recovered'
+             WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
+        ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
+END;
+
+-- Queues an operator paused (`queuectl pause`): no claims from them until resumed.
+CREATE TABLE queues (
+    name      TEXT PRIMARY KEY,
+    paused_at REAL                            -- Unix seconds; NULL: not paused
+) WITHOUT ROWID;
+
+-- Leases for work one worker at a time does (retention): holder is a workers.id.
+CREATE TABLE leases (
+    name       TEXT PRIMARY KEY,
+    holder     INTEGER NOT NULL,
+    expires_at REAL NOT NULL                  -- Unix seconds
+) WITHOUT ROWID;
+""".replace("COLS", _V3_COLUMNS),
 }
+
+#: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.
+REBUILDS = {4}
 
 SCHEMA_VERSION = max(MIGRATIONS)

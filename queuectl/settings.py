@@ -49,6 +49,37 @@ def _number(kind: type, *, minimum: float, maximum: float | None = None, exclusi
     return parse
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: Any, what: str = "a duration") -> float | None:
+    """Return seconds for "90s", "15m", "12h", "7d", "2w" or a plain number of seconds; None for "forever".
+
+    Raises InvalidInput naming `what` otherwise (negative, not finite, no such unit).
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    elif text is None or isinstance(text, str) and text.strip().lower() in ("forever", "none"):
+        return None
+    elif isinstance(text, str) and text.strip():
+        t = text.strip().lower()
+        unit = _UNITS.get(t[-1])
+        try:
+            value = float(t[:-1] if unit else t) * (unit or 1)
+        except ValueError:
+            value = math.nan
+    else:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise InvalidInput(f"{what} must be a number of seconds or a duration such as 90s, 12h or 7d"
+                           f" (or 'forever'), got {text!r}")
+    return value
+
+
+def _duration(key: str, raw: Any) -> float | None:
+    return parse_duration(raw, key)
+
+
 SETTINGS: dict[str, Setting] = {
     s.key: s
     for s in (
@@ -66,8 +97,15 @@ SETTINGS: dict[str, Setting] = {
                 _number(float, minimum=0.01)),
         Setting("output-limit", 1048576, "bytes of stdout and of stderr kept per job (the tail)",
                 _number(int, minimum=0)),
+        # Retention (River's defaults: finished and cancelled jobs a day, discarded ones a week).
+        Setting("keep-completed", 86400.0, "how long completed jobs are kept (90s, 12h, 7d, forever)", _duration),
+        Setting("keep-cancelled", 86400.0, "how long cancelled jobs are kept", _duration),
+        Setting("keep-dead", 7 * 86400.0, "how long dead jobs (the DLQ) are kept", _duration),
     )
 }
+
+#: The retention setting of each state that retention deletes.
+RETENTION = {"completed": "keep-completed", "cancelled": "keep-cancelled", "dead": "keep-dead"}
 
 
 def canonical_key(key: str) -> str:

@@ -23,7 +23,7 @@ from queuectl.clock import STEP_TOLERANCE, Instant, instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound, PermissionDenied
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
-from queuectl.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from queuectl.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 
 #: Seconds a connection waits for another writer's lock before reporting "database is locked".
 BUSY_TIMEOUT = 30.0
@@ -35,6 +35,8 @@ _JOB_COLUMNS = (
 # Must match the jobs_ready partial index's WHERE. Claims name that index (INDEXED BY): without
 # ANALYZE statistics the planner prefers jobs_state and sorts every ready job on each claim.
 _READY = "state IN ('pending', 'failed')"
+# Claims take nothing from a paused queue (`queuectl pause`).
+_NOT_PAUSED = "queue NOT IN (SELECT name FROM queues WHERE paused_at IS NOT NULL)"
 # Due: on the monotonic clock of the boot that scheduled the job when the reader shares it;
 # otherwise on the wall clock. A retry, or a job due at once when it was scheduled (delay 0),
 # is also due if the reader's wall clock reads earlier than when it was scheduled (stepped
@@ -71,6 +73,22 @@ class Outcome:
     error: str | None
     stdout: bytes = b""
     stderr: bytes = b""
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What `cancel` did to one job: `result` is "cancelled" (at once), "requested" (its worker
+    stops it) or "error" (`message` says why). `state` is the job's state before (None: no
+    such job); the worker fields name a processing job's worker, for a wake-up."""
+
+    job_id: str
+    state: JobState | None
+    result: str
+    message: str | None = None
+    worker: str | None = None
+    worker_host: str | None = None
+    worker_pid: int | None = None
+    worker_boot: str | None = None
 
 
 @dataclass(frozen=True)
@@ -176,14 +194,27 @@ class SqliteStore:
             raise DatabaseError(
                 f"{self.path} has schema version {version}, newer than this queuectl's {SCHEMA_VERSION}; upgrade queuectl"
             )
+        if version == 0 and not has_tables:
+            # Freed pages can then go back to the filesystem (incremental_vacuum after deletes);
+            # it must be set before the first table exists.
+            self.conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         self._enter_wal()
-        with self._write() as c:
-            version = c.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _statements(MIGRATIONS[step]):
-                    c.execute(statement)
-                c.execute(f"PRAGMA user_version = {step}")
-            c.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        rebuild = any(step in REBUILDS for step in range(version + 1, SCHEMA_VERSION + 1))
+        if rebuild:  # a no-op inside a transaction; dropping the old table must not cascade
+            self.conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            with self._write() as c:
+                version = c.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
+                for step in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in _statements(MIGRATIONS[step]):
+                        c.execute(statement)
+                    c.execute(f"PRAGMA user_version = {step}")
+                if rebuild and c.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                    raise DatabaseError(f"{self.path}: migration left dangling job output; rolled back")
+                c.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        finally:
+            if rebuild:
+                self.conn.execute("PRAGMA foreign_keys = ON")
 
     def _enter_wal(self) -> None:
         """Switch the file to WAL mode (persistent), waiting up to busy_timeout for other openers.
@@ -302,11 +333,14 @@ class SqliteStore:
 
     @staticmethod
     def _ready_filter(queues: Sequence[str], now: Instant) -> tuple[str, list]:
-        return _queue_filter(f"{_READY} AND {_DUE}", _due_params(now), queues)
+        return _queue_filter(f"{_READY} AND {_DUE} AND {_NOT_PAUSED}", _due_params(now), queues)
 
     def has_work(self, queues: Sequence[str], now: Instant | float) -> bool:
-        """Return True if a job in `queues` is ready now or is waiting for a retry (state failed)."""
-        return self._exists_ready(*_queue_filter(f"{_READY} AND ({_DUE} OR state = 'failed')",
+        """Return True if a job in `queues` is ready now or is waiting for a retry (state failed).
+
+        Jobs of paused queues do not count.
+        """
+        return self._exists_ready(*_queue_filter(f"{_READY} AND ({_DUE} OR state = 'failed') AND {_NOT_PAUSED}",
                                                  _due_params(instant(now)), queues))
 
     def record_processes(self, worker_id: int, started: Iterable[tuple[str, int, int | None]]) -> None:
@@ -336,9 +370,11 @@ class SqliteStore:
             row = c.execute(f"UPDATE jobs SET state = 'completed', {ended} {owned} RETURNING seq, attempts",
                             (now.wall, now.wall, o.exit_code, o.error, o.job_id, worker_id)).fetchone()
         else:
-            row = c.execute(f"SELECT seq, attempts, max_retries FROM jobs {owned}", (o.job_id, worker_id)).fetchone()
+            row = c.execute(f"SELECT seq, attempts, max_retries, cancel_requested_at FROM jobs {owned}",
+                            (o.job_id, worker_id)).fetchone()
             if row is not None:
-                state, schedule = _after_failure(row["attempts"], row["max_retries"], now, config)
+                state, schedule = _after_failure(row["attempts"], row["max_retries"], now, config,
+                                                 row["cancel_requested_at"])
                 c.execute(f"UPDATE jobs SET state = ?, {_RESCHEDULE}, {ended} WHERE seq = ?",
                           (state.value, *schedule, now.wall, now.wall, o.exit_code, o.error, row["seq"]))
         if row is None:
@@ -363,10 +399,11 @@ class SqliteStore:
     def _requeue(c, worker_id: int, job_ids: Sequence[str], now: Instant) -> int:
         return sum(
             c.execute(
-                "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0), worker_id = NULL,"
-                " pgid = NULL, pgid_start = NULL, started_at = NULL, updated_at = ?"
-                " WHERE id = ? AND worker_id = ? AND state = 'processing'",
-                (now.wall, job_id, worker_id),
+                "UPDATE jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+                " attempts = max(attempts - 1, 0), worker_id = NULL, pgid = NULL, pgid_start = NULL,"
+                " started_at = NULL, updated_at = ?, finished_at = CASE WHEN cancel_requested_at IS NULL"
+                " THEN finished_at ELSE ? END WHERE id = ? AND worker_id = ? AND state = 'processing'",
+                (now.wall, now.wall, job_id, worker_id),
             ).rowcount
             for job_id in job_ids
         )
@@ -493,18 +530,19 @@ class SqliteStore:
         config = config or self._settings(c)
         if worker_id is None:
             rows = c.execute(
-                "SELECT seq, id, attempts, max_retries FROM jobs WHERE state = 'processing'"
+                "SELECT seq, id, attempts, max_retries, cancel_requested_at FROM jobs WHERE state = 'processing'"
                 " AND (worker_id IS NULL OR worker_id NOT IN (SELECT id FROM workers))"
             ).fetchall()
         else:
             rows = c.execute(
-                "SELECT seq, id, attempts, max_retries FROM jobs WHERE state = 'processing' AND worker_id = ?",
+                "SELECT seq, id, attempts, max_retries, cancel_requested_at FROM jobs"
+                " WHERE state = 'processing' AND worker_id = ?",
                 (worker_id,),
             ).fetchall()
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
         recovered = []
         for r in rows:
-            state, schedule = _after_failure(r["attempts"], r["max_retries"], now, config)
+            state, schedule = _after_failure(r["attempts"], r["max_retries"], now, config, r["cancel_requested_at"])
             c.execute(
                 f"UPDATE jobs SET state = ?, {_RESCHEDULE}, updated_at = ?, finished_at = ?,"
                 " exit_code = NULL, last_error = 'worker lost', worker_id = NULL, pgid = NULL, pgid_start = NULL"
@@ -546,6 +584,27 @@ class SqliteStore:
             rows = self.conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*params, limit)).fetchall()
         return [Job.from_row(r) for r in rows]
 
+    def oldest_ready(self, now: Instant | float) -> dict[str, float]:
+        """Return {queue: seconds the oldest ready job has waited since its run_at} (queue latency).
+
+        Ready as a claim sees it, paused queues included (they are waiting too).
+        """
+        now = instant(now)
+        with self._errors():
+            rows = self.conn.execute(
+                f"SELECT queue, min(run_at) FROM jobs INDEXED BY jobs_ready WHERE {_READY} AND {_DUE}"
+                " GROUP BY queue ORDER BY queue", _due_params(now)).fetchall()
+        return {q: max(0.0, now.wall - run_at) for q, run_at in rows}
+
+    def run_counts(self) -> dict[str, dict[str, int]]:
+        """Return {queue: {outcome: runs}}: how runs ended, kept apart from the jobs (retention does not lower it)."""
+        with self._errors():
+            rows = self.conn.execute("SELECT queue, outcome, n FROM job_runs ORDER BY queue, outcome").fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for q, outcome, n in rows:
+            out.setdefault(q, {})[outcome] = n
+        return out
+
     def counts(self) -> dict[str, dict[str, int]]:
         """Return {queue: {state: count}} for every queue that has jobs (zero counts left out)."""
         with self._errors():
@@ -557,25 +616,105 @@ class SqliteStore:
 
     # -- dead letter queue -----------------------------------------------------------------------
 
-    def dlq_retry(self, job_ids: Sequence[str], now: Instant | float) -> None:
-        """Move dead jobs back to pending with attempts reset to 0, due at once; all or none.
+    def retry(self, job_ids: Sequence[str], now: Instant | float,
+              states: Sequence[JobState] = (JobState.DEAD, JobState.CANCELLED)) -> None:
+        """Move dead or cancelled jobs (those of `states`) back to pending, attempts reset to 0, due at once.
 
-        Raises NotFound for an unknown id, Conflict for a job that is not dead; then
-        nothing changes.
+        All or none: raises NotFound for an unknown id, Conflict for a job in another state;
+        then nothing changes.
         """
         now = instant(now)
+        allowed = [s.value for s in states]
+        marks = ", ".join("?" * len(allowed))
         with self._write() as c:
             for job_id in job_ids:
                 n = c.execute(
-                    f"UPDATE jobs SET state = 'pending', attempts = 0, {_RESCHEDULE}, updated_at = ?"
-                    " WHERE id = ? AND state = 'dead'",
-                    (*_schedule(now, 0.0), now.wall, job_id),
+                    f"UPDATE jobs SET state = 'pending', attempts = 0, {_RESCHEDULE}, updated_at = ?,"
+                    f" cancel_requested_at = NULL WHERE id = ? AND state IN ({marks})",
+                    (*_schedule(now, 0.0), now.wall, job_id, *allowed),
                 ).rowcount
                 if n == 0:
                     row = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
                     if row is None:
                         raise NotFound(f"no job with id {job_id!r}")
-                    raise Conflict(f"job {job_id!r} is {row['state']}, not dead; only dead jobs can be retried")
+                    raise Conflict(f"job {job_id!r} is {row['state']}, not {' or '.join(allowed)};"
+                                   f" only {' or '.join(allowed)} jobs can be retried")
+
+    def dlq_retry(self, job_ids: Sequence[str], now: Instant | float) -> None:
+        """Move dead jobs back to pending (retry, for the dead letter queue alone)."""
+        self.retry(job_ids, now, (JobState.DEAD,))
+
+    # -- cancel and pause -------------------------------------------------------------------------
+
+    def cancel(self, job_ids: Sequence[str], now: Instant | float) -> list[CancelResult]:
+        """Cancel jobs by id, in one transaction; return what happened to each, in order.
+
+        Pending and failed jobs are cancelled at once. For a processing job the request is
+        recorded: its worker stops it and records it cancelled (or completed, if it exited 0
+        first); a recovery finishes the cancel if the worker dies. Completed, dead and
+        cancelled jobs, and unknown ids, are left alone and reported with an error; the
+        others are cancelled all the same.
+        """
+        now = instant(now)
+        with self._write() as c:
+            return [self._cancel_one(c, job_id, now) for job_id in job_ids]
+
+    def cancel_matching(self, queue: str | None, states: Sequence[JobState], now: Instant | float) -> list[CancelResult]:
+        """Cancel every job in `states` (pending, failed, processing) of `queue` (None: every queue)."""
+        now = instant(now)
+        where, params = _queue_filter(f"state IN ({', '.join('?' * len(states))})", [s.value for s in states],
+                                      [queue] if queue else [])
+        with self._write() as c:
+            ids = [r[0] for r in c.execute(f"SELECT id FROM jobs WHERE {where} ORDER BY seq", params)]
+            return [self._cancel_one(c, job_id, now) for job_id in ids]
+
+    @staticmethod
+    def _cancel_one(c, job_id: str, now: Instant) -> CancelResult:
+        row = c.execute("SELECT j.seq, j.state, j.cancel_requested_at, w.name, w.host, w.pid, w.boot_id FROM jobs j"
+                        " LEFT JOIN workers w ON w.id = j.worker_id WHERE j.id = ?", (job_id,)).fetchone()
+        if row is None:
+            return CancelResult(job_id, None, "error", f"no job with id {job_id!r}")
+        state = JobState(row["state"])
+        if state in (JobState.PENDING, JobState.FAILED):
+            c.execute("UPDATE jobs SET state = 'cancelled', updated_at = ?, finished_at = ?, last_error = 'cancelled',"
+                      " delay = NULL, due_boot = NULL, due_mono = NULL WHERE seq = ?", (now.wall, now.wall, row["seq"]))
+            return CancelResult(job_id, state, "cancelled")
+        if state == JobState.PROCESSING:
+            if row["cancel_requested_at"] is None:
+                c.execute("UPDATE jobs SET cancel_requested_at = ? WHERE seq = ?", (now.wall, row["seq"]))
+            return CancelResult(job_id, state, "requested", worker=row["name"],
+                                worker_host=row["host"], worker_pid=row["pid"], worker_boot=row["boot_id"])
+        return CancelResult(job_id, state, "error", f"job {job_id!r} is {state.value}; only pending, failed and"
+                                                    " processing jobs can be cancelled")
+
+    def cancel_requests(self, worker_id: int) -> list[str]:
+        """Return the ids of this worker's processing jobs whose cancel was requested."""
+        with self._errors():
+            return [r[0] for r in self.conn.execute(
+                "SELECT id FROM jobs WHERE worker_id = ? AND state = 'processing' AND cancel_requested_at IS NOT NULL",
+                (worker_id,))]
+
+    def set_paused(self, queues: Sequence[str], paused: bool, now: Instant | float) -> list[bool]:
+        """Pause or resume queues; return for each whether it changed (False: it already was)."""
+        now = instant(now)
+        with self._write() as c:
+            out = []
+            for q in queues:
+                was = c.execute("SELECT paused_at FROM queues WHERE name = ?", (q,)).fetchone()
+                was_paused = was is not None and was[0] is not None
+                if paused and not was_paused:
+                    c.execute("INSERT INTO queues (name, paused_at) VALUES (?, ?)"
+                              " ON CONFLICT (name) DO UPDATE SET paused_at = excluded.paused_at", (q, now.wall))
+                elif not paused and was_paused:
+                    c.execute("DELETE FROM queues WHERE name = ?", (q,))
+                out.append(paused != was_paused)
+            return out
+
+    def paused_queues(self) -> dict[str, float]:
+        """Return {queue: paused since (Unix seconds)} of the paused queues."""
+        with self._errors():
+            return {r[0]: r[1] for r in self.conn.execute(
+                "SELECT name, paused_at FROM queues WHERE paused_at IS NOT NULL ORDER BY name")}
 
     # -- settings ---------------------------------------------------------------------------------
 
@@ -647,9 +786,14 @@ def _due_params(now: Instant) -> list:
     return [now.domain, now.mono, now.wall, now.wall]
 
 
-def _after_failure(attempts: int, max_retries: int | None, now: Instant,
-                   config: dict) -> tuple[JobState, tuple]:
-    """Return (state, _schedule values) after a failed attempt: a retry after its backoff, or dead."""
+def _after_failure(attempts: int, max_retries: int | None, now: Instant, config: dict,
+                   cancel_requested_at: float | None = None) -> tuple[JobState, tuple]:
+    """Return (state, _schedule values) after a failed attempt: a retry after its backoff, or dead.
+
+    A job whose cancel was requested is cancelled instead: never retried, never dead.
+    """
+    if cancel_requested_at is not None:
+        return JobState.CANCELLED, (None, None, None, None)
     limit = config["max-retries"] if max_retries is None else max_retries
     if attempts > limit:
         return JobState.DEAD, (None, None, None, None)
@@ -714,4 +858,4 @@ def default_db_path() -> str:
     return os.path.join(base, "queuectl", "queuectl.db")
 
 
-__all__ = ["SqliteStore", "Outcome", "JobProcess", "DuplicateJob", "WorkerGone", "default_db_path"]
+__all__ = ["SqliteStore", "Outcome", "JobProcess", "CancelResult", "DuplicateJob", "WorkerGone", "default_db_path"]

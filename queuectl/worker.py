@@ -19,7 +19,7 @@ from queuectl import liveness, procs
 from queuectl import settings as settings_mod
 from queuectl.clock import STEP_TOLERANCE, Instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, QueuectlError
-from queuectl.models import one_line
+from queuectl.models import JobState, one_line
 from queuectl.notify import Notifier
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import drain, on_stop
@@ -102,6 +102,8 @@ class Worker:
         self._env = JobEnvironment()
         self._unrecorded_groups: dict = {}  # job id -> RunningJob whose group is not yet in the database
         self._watch = liveness.Watch()
+        self._look_for_cancels = True  # set by each heartbeat and wake-up: `queuectl cancel` pokes
+        self._cancelling: set[str] = set()
         self._held_by_lost = 0  # jobs in our queues held by dead, stale or suspect workers, at the last sweep
         self._last_beat: Instant | None = None
         self._db_failing_since: float | None = None  # monotonic time of the first failed write of an outage
@@ -191,6 +193,7 @@ class Worker:
                         self._draining_recorded = True
                     claimed = self._exchange(stopping)
                     record_in = self._record_groups()
+                    self._stop_cancelled()
                     if not self.runner.running and not claimed and not self._unrecorded:
                         if stopping:
                             log.info("worker %s stopped: %s", self.name, self._summary())
@@ -221,6 +224,7 @@ class Worker:
                 drain(wake)
                 if self._poke is not None:
                     drain(self._poke)
+                self._look_for_cancels = True
             if finished:
                 self._unrecorded.extend(finished)
 
@@ -247,6 +251,7 @@ class Worker:
             self._declared_dead()
             return False
         self.notifier.watchdog()  # only after the database took the heartbeat
+        self._look_for_cancels = True
         self._note_gap(now)
         self._reload_settings()
         self.recover_lost()
@@ -345,10 +350,30 @@ class Worker:
         self._start(jobs)
         return len(jobs)
 
+    def _stop_cancelled(self) -> None:
+        """Stop the running jobs whose cancel was requested (SIGTERM to the group, SIGKILL after the grace).
+
+        Looked for after each heartbeat and wake-up; their results are then recorded as
+        cancelled by the store (or completed, if they exited 0 first).
+        """
+        if not self._look_for_cancels or not self.runner.running:
+            return
+        self._look_for_cancels = False
+        now = self.monotonic()
+        for job_id in self.store.cancel_requests(self.worker_id):
+            job = self.runner.running.get(job_id)
+            if job is not None and job_id not in self._cancelling:
+                self._cancelling.add(job_id)
+                log.warning("job %s: cancel requested, stopping its process group", job_id)
+                job.stop(signal.SIGTERM, now, self.runner.kill_grace)
+        self._cancelling &= set(self.runner.running)
+
     def _report(self, outcome: Outcome, state) -> None:
         if state is None:
             log.warning("job %s was taken from this worker (recovered elsewhere); its result is dropped",
                         outcome.job_id)
+        elif state == JobState.CANCELLED:
+            log.warning("job %s cancelled (%s)", outcome.job_id, outcome.error or "it had ended")
         elif outcome.ok:
             self.stats.done += 1
             log.info("job %s completed", outcome.job_id)

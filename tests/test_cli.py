@@ -35,8 +35,11 @@ DEFAULTS = {
     "stale-after": 30.0,
     "poll-interval": 1.0,
     "output-limit": 1048576,
+    "keep-completed": 86400.0,
+    "keep-cancelled": 86400.0,
+    "keep-dead": 604800.0,
 }
-STATES = ["pending", "processing", "completed", "failed", "dead"]
+STATES = ["pending", "processing", "completed", "failed", "dead", "cancelled"]
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -384,8 +387,8 @@ def test_logs(run_cli, populated):
 
 def test_status(run_cli, populated):
     s = json_only(run_cli("status", "--json"))
-    assert s["jobs"] == {"pending": 2, "processing": 1, "completed": 1, "failed": 1, "dead": 1}
-    zero = {"pending": 0, "processing": 0, "completed": 0, "failed": 0, "dead": 0}
+    assert s["jobs"] == {"pending": 2, "processing": 1, "completed": 1, "failed": 1, "dead": 1, "cancelled": 0}
+    zero = {"pending": 0, "processing": 0, "completed": 0, "failed": 0, "dead": 0, "cancelled": 0}
     assert s["queues"] == {"build": {**zero, "dead": 1, "processing": 1, "pending": 1},
                            "default": {**zero, "completed": 1, "failed": 1, "pending": 1}}
     [w] = s["workers"]
@@ -394,14 +397,16 @@ def test_status(run_cli, populated):
     assert 0 <= w["heartbeat_age"] < 60
     text = ok(run_cli("status"))
     assert re.search(r"^pending\s+2$", text, re.M) and re.search(r"^dead\s+1$", text, re.M)
-    assert re.search(r"^build\s+1\s+1\s+0\s+0\s+1$", text, re.M)
+    assert re.search(r"^build\s+1\s+1\s+0\s+0\s+1\s+0\s+\S+\s+-$", text, re.M)
+    assert "Retention: completed 1d, cancelled 1d, dead 7d" in text
     assert "Workers (1)" in text and re.search(r"^w1\s+running\s+4242\s+testhost\s+1/4\s+\S+s\s+r1$", text, re.M)
 
 
 def test_status_of_empty_database(run_cli):
     # no systemd runs here (PID 1 is not systemd), so no worker units are listed
     assert json_only(run_cli("status", "--json")) == {
-        "jobs": dict.fromkeys(STATES, 0), "queues": {}, "workers": [], "units": []}
+        "jobs": dict.fromkeys(STATES, 0), "queues": {}, "paused": {}, "oldest_ready_age": {},
+        "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}, "workers": [], "units": []}
     text = ok(run_cli("status"))
     assert "Workers (0)" in text and "Queues" not in text
 
@@ -459,7 +464,7 @@ def test_burst_worker_runs_jobs_to_completed_and_dead(run_cli, db):
     assert json_only(run_cli("show", "other", "--json"))["state"] == "pending"  # not a queue it serves
     status = json_only(run_cli("status", "--json"))
     assert status["workers"] == []  # deregistered after a clean stop
-    assert status["jobs"] == {"pending": 1, "processing": 0, "completed": 1, "failed": 0, "dead": 1}
+    assert status["jobs"] == {"pending": 1, "processing": 0, "completed": 1, "failed": 0, "dead": 1, "cancelled": 0}
 
 
 @pytest.mark.parametrize("args, fragments", [
@@ -544,7 +549,8 @@ def test_config_defaults(run_cli):
     assert lines[0].split() == ["KEY", "VALUE", "MEANING"]
     rows = {line.split()[0]: line.split()[1] for line in lines[1:]}
     assert rows == {"max-retries": "3", "backoff-base": "2", "backoff-max": "3600", "job-timeout": "none",
-                    "heartbeat-interval": "5", "stale-after": "30", "poll-interval": "1", "output-limit": "1048576"}
+                    "heartbeat-interval": "5", "stale-after": "30", "poll-interval": "1", "output-limit": "1048576",
+                    "keep-completed": "86400", "keep-cancelled": "86400", "keep-dead": "604800"}
     for key in DEFAULTS:
         assert ok(run_cli("config", "get", key)) == rows[key] + "\n"
 
@@ -564,6 +570,10 @@ def test_config_defaults(run_cli):
     ("stale-after", "10.5", "stale-after", "10.5", 10.5),
     ("poll_interval", "0.01", "poll-interval", "0.01", 0.01),
     ("output-limit", "0", "output-limit", "0", 0),
+    ("keep-completed", "12h", "keep-completed", "43200", 43200.0),
+    ("keep_cancelled", "90s", "keep-cancelled", "90", 90.0),
+    ("keep-dead", "forever", "keep-dead", "none", None),
+    ("keep-dead", "2.5", "keep-dead", "2.5", 2.5),
 ])
 def test_config_set_get(run_cli, key, raw, canonical, shown, stored):
     assert ok(run_cli("config", "set", key, raw)) == f"{canonical} = {shown}\n"
@@ -604,6 +614,9 @@ def test_config_is_shared_and_persistent(run_cli, db):
     (("set", "poll-interval", "0"), ["poll-interval must be a number >= 0.01"]),
     (("set", "output-limit", "1e6"), ["output-limit must be a whole number >= 0"]),
     (("set", "output-limit", "-1"), ["output-limit must be a whole number >= 0"]),
+    (("set", "keep-completed", "-1s"), ["keep-completed must be a number of seconds or a duration such as 90s"]),
+    (("set", "keep-dead", "1y"), ["keep-dead must be a number of seconds or a duration"]),
+    (("set", "keep-cancelled", "soon"), ["keep-cancelled must be", "'soon'"]),
     # stale-after must exceed twice heartbeat-interval (defaults 5 and 30)
     (("set", "stale-after", "10"), ["stale-after (10 s) must exceed 2 x heartbeat-interval (5 s)"]),
     (("set", "stale-after", "9.99"), ["must exceed 2 x heartbeat-interval"]),
@@ -694,7 +707,8 @@ COMMAND_PATHS = list(_command_paths(cli))
 def test_every_command_is_covered():
     assert sorted(" ".join(p) for p in COMMAND_PATHS) == sorted([
         "", "enqueue", "list", "show", "logs", "status", "worker", "worker start", "worker stop",
-        "dlq", "dlq list", "dlq retry", "config", "config set", "config get", "config list"])
+        "dlq", "dlq list", "dlq retry", "config", "config set", "config get", "config list",
+        "cancel", "retry", "pause", "resume"])
 
 
 @pytest.mark.parametrize("path", COMMAND_PATHS, ids=[" ".join(p) or "queuectl" for p in COMMAND_PATHS])

@@ -44,6 +44,7 @@ def test_new_database_is_versioned_wal_and_marked(db):
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental: freed pages can be returned
 
 
 def test_a_new_database_opened_while_another_process_holds_a_lock_waits_for_it(db):
@@ -507,10 +508,17 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute("INSERT INTO jobs (id, queue, command, state, run_at, created_at, updated_at)"
                  " VALUES ('old', 'default', 'true', 'pending', 0, 0, 0)")
+    conn.execute("INSERT INTO jobs (id, queue, command, state, run_at, created_at, updated_at, exit_code)"
+                 " VALUES ('done', 'default', 'echo hi', 'completed', 0, 0, 0, 0)")
+    conn.execute("INSERT INTO job_output (seq, stdout, stderr) VALUES (2, x'6869', x'')")
     conn.close()
     store = SqliteStore(db)
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     assert store.get_job("old").state == JobState.PENDING
+    assert store.get_job("done", output=True).stdout == b"hi"  # the table rebuild kept its output
+    assert store.counts() == {"default": {"pending": 1, "completed": 1}}
+    assert store.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     w = register(store, now=Instant(NOW, 7.0, A))
     store.mark_draining(w, NOW)
     assert store.worker_by_name("w1").draining_since == NOW
@@ -529,3 +537,82 @@ def test_a_silent_retry_does_not_keep_the_previous_attempts_output(store):
     store.finish(w, [Outcome("a", True, 0, None, b"", b"")], NOW + 100)
     job = store.get_job("a", output=True)
     assert (job.state, job.stdout or b"", job.stderr or b"") == (JobState.COMPLETED, b"", b"")
+
+
+# -- cancel, retry, pause, run counters -----------------------------------------------------------------
+
+
+def test_cancel_each_state(store):
+    for job_id in ("p", "f", "r", "c", "d"):
+        add(store, id=job_id, max_retries=0 if job_id == "d" else 3)
+    w = register(store, slots=5)
+    store.claim(w, [], 5, NOW)
+    store.finish(w, [bad("f"), ok("c"), bad("d")], NOW)
+    store.requeue(w, ["p"], NOW)
+    results = {r.job_id: r for r in store.cancel(["p", "f", "r", "c", "d", "nope"], NOW + 1)}
+    assert {k: r.result for k, r in results.items()} == {
+        "p": "cancelled", "f": "cancelled", "r": "requested", "c": "error", "d": "error", "nope": "error"}
+    assert results["r"].worker == "w1" and results["r"].worker_host == "testhost"
+    assert "completed; only pending, failed and processing" in results["c"].message
+    assert results["nope"].message == "no job with id 'nope'"
+    assert [store.get_job(j).state for j in ("p", "f", "r", "c", "d")] == [
+        JobState.CANCELLED, JobState.CANCELLED, JobState.PROCESSING, JobState.COMPLETED, JobState.DEAD]
+    assert store.cancel_requests(w) == ["r"]
+    assert not store.has_work([], NOW + 100)  # a cancelled retry is no work
+
+
+def test_a_cancelled_running_job_ends_cancelled_unless_it_succeeded_first(store):
+    for job_id in ("killed", "finished", "lost", "forced"):
+        add(store, id=job_id)
+    w = register(store, slots=4)
+    store.claim(w, [], 4, NOW)
+    store.cancel(["killed", "finished", "lost", "forced"], NOW)
+    assert store.finish(w, [bad("killed", -15), ok("finished")], NOW) == [JobState.CANCELLED, JobState.COMPLETED]
+    killed = store.get_job("killed", output=True)
+    assert (killed.last_error, killed.stderr) == ("exit code -15", b"boom")  # its output is kept
+    store.requeue(w, ["forced"], NOW)  # a second stop signal: a cancelled job does not go back to pending
+    assert store.get_job("forced").state == JobState.CANCELLED
+    assert store.recover(w, store.worker_by_name("w1").seen, NOW) == [("lost", JobState.CANCELLED)]
+    assert not store.has_work([], NOW + 3600)
+
+
+def test_cancel_matching_and_retry_of_cancelled_and_dead(store):
+    add(store, id="a", queue="q1")
+    add(store, id="b", queue="q1")
+    add(store, id="c", queue="q2")
+    assert [r.job_id for r in store.cancel_matching("q1", [JobState.PENDING], NOW)] == ["a", "b"]
+    assert store.get_job("c").state == JobState.PENDING
+    with pytest.raises(Conflict, match="c' is pending, not dead or cancelled"):
+        store.retry(["a", "c"], NOW)
+    assert store.get_job("a").state == JobState.CANCELLED  # all or none
+    with pytest.raises(Conflict, match="not dead; only dead"):
+        store.dlq_retry(["a"], NOW)
+    store.retry(["a", "b"], Instant(NOW, 5.0, A))
+    assert [store.get_job(j).state for j in "ab"] == [JobState.PENDING, JobState.PENDING]
+
+
+def test_paused_queues_are_not_claimed_and_hold_no_burst(store):
+    add(store, id="a", queue="q1")
+    add(store, id="b", queue="q2")
+    assert store.set_paused(["q1", "q3"], True, NOW) == [True, True]
+    assert store.set_paused(["q1"], True, NOW + 1) == [False]
+    assert store.paused_queues() == {"q1": NOW, "q3": NOW}
+    w = register(store, slots=2)
+    assert [j.id for j in store.claim(w, [], 2, NOW)] == ["b"]
+    assert not store.has_work([], NOW)  # only paused work is left
+    assert store.set_paused(["q1", "q2"], False, NOW) == [True, False]
+    assert [j.id for j in store.claim(w, [], 2, NOW)] == ["a"]
+
+
+def test_run_outcomes_are_counted_and_survive_the_jobs(store):
+    for job_id in ("ok", "retry", "dead", "lost", "gone"):
+        add(store, id=job_id, max_retries=0 if job_id == "dead" else 3)
+    w = register(store, slots=5)
+    store.claim(w, [], 5, NOW)
+    store.cancel(["gone"], NOW)
+    store.finish(w, [ok("ok"), bad("retry"), bad("dead"), bad("gone")], NOW)
+    store.recover(w, store.worker_by_name("w1").seen, NOW)
+    runs = dict(store.conn.execute("SELECT outcome, n FROM job_runs WHERE queue = 'default'").fetchall())
+    assert runs == {"completed": 1, "failed": 1, "dead": 1, "cancelled": 1, "recovered": 1}
+    store.conn.execute("DELETE FROM jobs")
+    assert store.conn.execute("SELECT sum(n) FROM job_runs").fetchone()[0] == 5

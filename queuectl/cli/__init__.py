@@ -39,6 +39,10 @@ COMMANDS = {
     "worker": "queuectl.cli.worker:worker",
     "dlq": "queuectl.cli.dlq:dlq",
     "config": "queuectl.cli.config:config",
+    "cancel": "queuectl.cli.ops:cancel",
+    "retry": "queuectl.cli.ops:retry",
+    "pause": "queuectl.cli.ops:pause",
+    "resume": "queuectl.cli.ops:resume",
 }
 
 

@@ -53,6 +53,28 @@ def enqueue(app, job, file):
     wake_workers(store)
 
 
+def _retention(store) -> dict[str, float | None]:
+    """{state: seconds its finished jobs are kept (None: forever)}, as the settings say (defaults if broken)."""
+    from queuectl.errors import InvalidConfig
+    from queuectl.settings import RETENTION
+
+    try:
+        settings = store.settings()
+    except InvalidConfig:
+        settings = store.defaults
+    return {state: settings[key] for state, key in RETENTION.items()}
+
+
+def _duration(seconds: float | None) -> str:
+    """90 -> "90s", 86400 -> "1d", None -> "forever"."""
+    if seconds is None:
+        return "forever"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
 def _read_jobs(file, now):
     jobs, lines = [], []
     for number, raw in enumerate(file, start=1):
@@ -169,20 +191,33 @@ def status(app, as_json):
     now = clock.now()
     states = {w.name: worker_state(w, now, stale_after) for w in workers}
     totals = {s.value: sum(per[s.value] for per in counts.values()) for s in JobState}
+    paused = store.paused_queues()
+    oldest = store.oldest_ready(now)
+    retention = _retention(store)
     from queuectl import units
 
     unit_states = units.show()
     if as_json:
-        print_json({"jobs": totals, "queues": counts, "workers": [w.to_dict(heartbeat_age(w, now), states[w.name]) for w in workers],
+        print_json({"jobs": totals, "queues": counts,
+                    "paused": {q: iso(t) for q, t in paused.items()},
+                    "oldest_ready_age": {q: round(a, 3) for q, a in oldest.items()},
+                    "retention": retention,
+                    "workers": [w.to_dict(heartbeat_age(w, now), states[w.name]) for w in workers],
                     "units": [{"unit": u["Id"], "active_state": u.get("ActiveState"), "sub_state": u.get("SubState"),
                                "n_restarts": int(u.get("NRestarts") or 0), "status_text": u.get("StatusText", ""),
                                "main_pid": int(u.get("MainPID") or 0)} for u in unit_states]})
         return
     click.echo("Jobs")
     print_table(["STATE", "COUNT"], [[s, n] for s, n in totals.items()])
-    if len(counts) > 1:
+    if len(counts) > 1 or paused or oldest:
         click.echo("\nQueues")
-        print_table(["QUEUE", *[s.value.upper() for s in JobState]], [[q, *per.values()] for q, per in counts.items()])
+        names = sorted({*counts, *paused})
+        zero = dict.fromkeys((s.value for s in JobState), 0)
+        print_table(["QUEUE", *[s.value.upper() for s in JobState], "OLDEST READY", "PAUSED"],
+                    [[q, *counts.get(q, zero).values(), f"{oldest[q]:.1f}s" if q in oldest else "-",
+                      "yes" if q in paused else "-"] for q in names])
+    kept = ", ".join(f"{state} {_duration(seconds)}" for state, seconds in retention.items())
+    click.echo(f"\nRetention: {kept}")
     click.echo(f"\nWorkers ({len(workers)})")
     if workers:
         rows = []

@@ -1,0 +1,157 @@
+"""Operator commands: cancel, retry, pause and resume."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from queuectl import clock
+from queuectl.cli.common import json_option, pass_app, print_json, wake_workers
+from queuectl.errors import InvalidInput, QueuectlError
+from queuectl.jobspec import check_queue
+from queuectl.models import JobState
+
+CANCELLABLE = click.Choice([JobState.PENDING.value, JobState.FAILED.value, JobState.PROCESSING.value])
+
+
+@click.command()
+@click.argument("job_ids", nargs=-1, metavar="[ID]...")
+@click.option("--queue", "-q", metavar="NAME", help="With no ID: cancel the jobs of this queue.")
+@click.option("--state", "-s", "states", multiple=True, type=CANCELLABLE,
+              help="With no ID: cancel the jobs in this state; repeat for several [default: pending, failed"
+                   " and processing].")
+@click.option("--wait", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Seconds to wait for running jobs to be stopped before reporting.")
+@json_option
+@pass_app
+def cancel(app, job_ids, queue, states, wait, as_json):
+    """Cancel jobs: pending and failed ones at once, running ones by their worker.
+
+    A running job's process group gets SIGTERM, then SIGKILL 5 s later; the job ends
+    cancelled (with its output kept), or completed if it exited 0 first. A cancelled job
+    is never retried; `queuectl retry` puts it back to pending. Completed, dead and
+    cancelled jobs and unknown ids are errors (exit 1); the other ids are cancelled.
+
+    \b
+    Examples:
+      queuectl cancel job1 job2
+      queuectl cancel --queue build --state pending
+    """
+    if job_ids and (queue or states):
+        raise InvalidInput("give job ids, or --queue/--state, not both")
+    if not job_ids and not queue and not states:
+        raise InvalidInput("give the ids of the jobs to cancel, or --queue and/or --state")
+    store = app.store()
+    now = clock.now()
+    if job_ids:
+        results = store.cancel(list(dict.fromkeys(job_ids)), now)
+    else:
+        chosen = [JobState(s) for s in states] or [JobState.PENDING, JobState.FAILED, JobState.PROCESSING]
+        results = store.cancel_matching(check_queue(queue) if queue else None, chosen, now)
+    _poke_owners(results)
+    finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait)
+    report = []
+    for r in results:
+        if r.result == "cancelled":
+            report.append({"id": r.job_id, "was": r.state.value, "state": "cancelled", "error": None})
+        elif r.result == "requested":
+            state = finals[r.job_id]
+            report.append({"id": r.job_id, "was": "processing", "state": state, "worker": r.worker, "error": None})
+        else:
+            report.append({"id": r.job_id, "was": r.state.value if r.state else None, "state": r.state.value
+                           if r.state else None, "error": r.message})
+    if as_json:
+        print_json(report)
+    else:
+        for item in report:
+            if item["error"] is None:
+                click.echo(f"{item['id']}: {_describe(item)}")
+    errors = [item["error"] for item in report if item["error"]]
+    for message in errors[:-1]:
+        click.echo(f"queuectl: error: {message}", err=True)
+    if errors:
+        raise QueuectlError(errors[-1])
+
+
+def _describe(item: dict) -> str:
+    if item["was"] != "processing":
+        return "cancelled"
+    return {"cancelled": "stopped and cancelled",
+            "completed": "completed before the cancel took effect",
+            "processing": f"cancel requested; worker {item['worker']} is stopping it"}.get(item["state"], item["state"])
+
+
+def _poke_owners(results) -> None:
+    """Wake the local workers that run jobs being cancelled, so that they act at once."""
+    from queuectl import procs, wake
+
+    wake.poke({r.worker_pid for r in results if r.result == "requested" and r.worker_host == procs.hostname()
+               and r.worker_boot and procs.same_boot(r.worker_boot)})
+
+
+def _await_stops(store, job_ids: list[str], wait: float) -> dict[str, str]:
+    """Wait up to `wait` seconds for the jobs to leave processing; return each one's state then."""
+    deadline = time.monotonic() + wait
+    states = {}
+    while True:
+        states = {j: store.get_job(j).state.value for j in job_ids}
+        if all(s != "processing" for s in states.values()) or time.monotonic() >= deadline:
+            return states
+        time.sleep(0.05)
+
+
+@click.command()
+@click.argument("job_ids", nargs=-1, required=True, metavar="ID...")
+@pass_app
+def retry(app, job_ids):
+    """Move dead or cancelled jobs back to pending, attempts reset to 0 (all or none).
+
+    \b
+    Example:
+      queuectl retry job1
+    """
+    store = app.store()
+    store.retry(list(job_ids), clock.now())
+    for job_id in job_ids:
+        click.echo(f"{job_id}: pending")
+    wake_workers(store)
+
+
+def _set_paused(app, queues, paused: bool) -> None:
+    names = [check_queue(q) for q in dict.fromkeys(queues)]
+    store = app.store()
+    changed = store.set_paused(names, paused, clock.now())
+    word = "paused" if paused else "resumed"
+    for name, did in zip(names, changed):
+        click.echo(f"{name}: {word}" + ("" if did else f" (it was {'paused' if paused else 'not paused'})"))
+    if not paused:
+        wake_workers(store)
+
+
+@click.command()
+@click.argument("queues", nargs=-1, required=True, metavar="QUEUE...")
+@pass_app
+def pause(app, queues):
+    """Stop workers from claiming jobs of these queues; running jobs finish, enqueue still works.
+
+    Kept in the database, so it survives restarts, until `queuectl resume`.
+
+    \b
+    Example:
+      queuectl pause build
+    """
+    _set_paused(app, queues, True)
+
+
+@click.command()
+@click.argument("queues", nargs=-1, required=True, metavar="QUEUE...")
+@pass_app
+def resume(app, queues):
+    """Let workers claim jobs of paused queues again.
+
+    \b
+    Example:
+      queuectl resume build
+    """
+    _set_paused(app, queues, False)
