@@ -854,3 +854,79 @@ def test_enqueue_imports_neither_the_worker_nor_click_commands_it_does_not_run(d
     assert "queuectl.cli.jobs" in imported and "queuectl.store" in imported
     assert not imported & {"queuectl.worker", "queuectl.runner", "queuectl.cli.worker", "queuectl.cli.dlq",
                            "queuectl.notify", "configparser", "socket", "subprocess"}, imported
+
+
+# -- cancel, retry, pause, resume ------------------------------------------------------------------------
+
+
+def test_cancel_pending_failed_and_running_jobs(run_cli, populated):
+    # r1 runs on a worker of another host that never acts here: --wait 0 reports the request.
+    r = run_cli("cancel", "p1", "f1", "r1", "--wait", "0")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == ["p1: cancelled", "f1: cancelled",
+                                     "r1: cancel requested; worker w1 is stopping it"]
+    assert [json_only(run_cli("show", j, "--json"))["state"] for j in ("p1", "f1", "r1")] == [
+        "cancelled", "cancelled", "processing"]
+    report = json_only(run_cli("cancel", "r1", "--wait", "0", "--json"))  # asking again: still requested, no error
+    assert report == [{"id": "r1", "was": "processing", "state": "processing", "worker": "w1", "error": None}]
+    assert json_only(run_cli("list", "--state", "cancelled", "--json"))[0]["last_error"] == "cancelled"
+
+
+def test_cancel_by_filter(run_cli, populated):
+    r = run_cli("cancel", "--queue", "build", "--state", "pending")
+    assert (r.exit_code, r.stdout) == (0, "p2: cancelled\n")
+    assert json_only(run_cli("show", "p1", "--json"))["state"] == "pending"  # another queue
+
+
+@pytest.mark.parametrize("args, code, fragments", [
+    (("cancel",), 2, ["give the ids of the jobs to cancel, or --queue and/or --state"]),
+    (("cancel", "p1", "--queue", "build"), 2, ["give job ids, or --queue/--state, not both"]),
+    (("cancel", "--state", "dead"), 2, ["'dead' is not one of"]),
+    (("cancel", "--queue", "bad queue!"), 2, ["queue names are"]),
+    (("cancel", "c1"), 1, ["job 'c1' is completed; only pending, failed and processing jobs can be cancelled"]),
+    (("cancel", "d1"), 1, ["job 'd1' is dead"]),
+    (("cancel", "nope"), 1, ["no job with id 'nope'"]),
+    (("retry",), 2, ["Missing argument 'ID...'"]),
+    (("retry", "p1"), 1, ["job 'p1' is pending, not dead or cancelled"]),
+    (("retry", "nope"), 1, ["no job with id 'nope'"]),
+    (("pause",), 2, ["Missing argument 'QUEUE...'"]),
+    (("pause", "no/slash"), 2, ["queue names are"]),
+    (("resume", ""), 2, ["queue names are"]),
+])
+def test_operator_commands_bad_input(run_cli, db, populated, args, code, fragments):
+    before = snapshot(db)
+    assert_error(run_cli(*args), code, *fragments)
+    assert snapshot(db) == before
+
+
+def test_cancel_reports_each_id_and_changes_the_good_ones(run_cli, populated):
+    r = run_cli("cancel", "p1", "c1", "nope")
+    assert r.exit_code == 1 and r.stdout == "p1: cancelled\n"
+    assert r.stderr.splitlines() == [
+        "queuectl: error: job 'c1' is completed; only pending, failed and processing jobs can be cancelled",
+        "queuectl: error: no job with id 'nope'"]
+    assert json_only(run_cli("show", "p1", "--json"))["state"] == "cancelled"
+
+
+def test_retry_puts_dead_and_cancelled_jobs_back(run_cli, populated):
+    ok(run_cli("cancel", "p1"))
+    assert ok(run_cli("retry", "p1", "d1")) == "p1: pending\nd1: pending\n"
+    for job_id in ("p1", "d1"):
+        job = json_only(run_cli("show", job_id, "--json"))
+        assert (job["state"], job["attempts"]) == ("pending", 0)
+    assert_error(run_cli("dlq", "retry", "c1"), 1, "not dead")
+
+
+def test_pause_and_resume(run_cli, db, populated):
+    assert ok(run_cli("pause", "build", "build", "later")) == "build: paused\nlater: paused\n"
+    assert ok(run_cli("pause", "build")) == "build: paused (it was paused)\n"
+    s = json_only(run_cli("status", "--json"))
+    assert sorted(s["paused"]) == ["build", "later"]
+    assert re.search(r"^build\s.*\syes$", ok(run_cli("status")), re.M)
+    ok(run_cli("enqueue", '{"id":"np","command":"true","queue":"build"}'))  # enqueue still works
+    r = run_cli("worker", "start", "--burst", "--queue", "build")  # only paused work: exits at once
+    assert r.exit_code == 0 and json_only(run_cli("show", "np", "--json"))["state"] == "pending"
+    assert ok(run_cli("resume", "build", "other")) == "build: resumed\nother: resumed (it was not paused)\n"
+    assert list(json_only(run_cli("status", "--json"))["paused"]) == ["later"]
+    assert run_cli("worker", "start", "--burst", "--queue", "build").exit_code == 0
+    assert json_only(run_cli("show", "np", "--json"))["state"] == "completed"

@@ -659,3 +659,74 @@ def test_verbose_logs_each_start_and_the_default_only_ends(db, run_cli):
     enqueue(run_cli, id="loud", command="true")
     verbose = queuectl(db, "worker", "start", "--burst", "--verbose")
     assert "job loud started (attempt 1): true" in verbose.stderr and "job loud completed" in verbose.stderr
+
+
+# -- cancel -----------------------------------------------------------------------------------------------
+
+
+def test_cancel_stops_a_running_jobs_whole_group_within_a_second(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)
+    d = safe_path(tmp_path)
+    enqueue(run_cli, id="long", command=f"sleep 30 & echo $! > {d}/child; echo started; sleep 30")
+    w = workers.start("--name", "w")
+    child = until(lambda: read_pid(tmp_path / "child"), "the job and its child to start", procs=[w])
+    pgid = store.get_job("long").pgid or until(lambda: store.get_job("long").pgid, "the group to be recorded")
+    started = time.monotonic()
+    r = queuectl(db, "cancel", "long")
+    took = time.monotonic() - started
+    assert r.stdout == "long: stopped and cancelled\n", (r.stdout, r.stderr)
+    assert took < 3, took  # a poke: well within a heartbeat's time, plus the command's own start
+    until(lambda: not live_members(pgid), "the whole group to be gone", timeout=5)
+    assert gone(child)
+    job = store.get_job("long", output=True)
+    assert (job.state, job.attempts, job.stdout) == (JobState.CANCELLED, 1, b"started\n")
+    assert job.last_error == "killed by signal 15 (SIGTERM)"
+    enqueue(run_cli, id="next", command="true")  # the worker keeps serving
+    until(state_is(store, "next", JobState.COMPLETED), "the next job to run", procs=[w])
+    time.sleep(0.5)
+    assert store.get_job("long").state == JobState.CANCELLED and store.get_job("long").attempts == 1  # no retry
+    assert "job long cancelled" in WorkerProcs.output(w)
+    w.send_signal(signal.SIGTERM)
+    assert wait_exit(w) == 0
+
+
+def test_cancel_racing_the_jobs_own_end_gives_one_consistent_state(db, run_cli, store, workers, tmp_path):
+    configure(run_cli)
+    w = workers.start("--name", "w", "--count", "4")
+    until(lambda: store.worker_by_name("w"), "the worker to register", procs=[w])
+    finals = []
+    for i in range(8):
+        enqueue(run_cli, id=f"race{i}", command="sleep 0.3")
+        until(state_is(store, f"race{i}", JobState.PROCESSING), "the job to start", procs=[w])
+        time.sleep(0.15 + 0.03 * i)  # the cancel lands about when the job ends by itself
+        r = queuectl(db, "cancel", f"race{i}", "--json", check=False)
+        report = json.loads(r.stdout)[0]
+        until(lambda: store.get_job(f"race{i}").state != JobState.PROCESSING, "the job to end", procs=[w])
+        job = store.get_job(f"race{i}")
+        assert job.state in (JobState.COMPLETED, JobState.CANCELLED) and job.attempts == 1
+        assert report["state"] == job.state.value, (report, job)  # reported as it ended
+        if r.returncode:  # it had ended before the cancel: an error, and one line saying so
+            assert report["error"] and r.stderr.count("\n") == 1 and "is completed" in r.stderr
+        finals.append(job.state)
+    assert not store.has_work([], time.time())  # neither outcome left a retry behind
+    w.send_signal(signal.SIGTERM)
+    assert wait_exit(w) == 0
+
+
+def test_a_cancel_request_survives_the_workers_death(db, run_cli, store, workers, tmp_path):
+    configure(run_cli, ("stale-after", "60"))
+    a, pgid = start_slow_first_attempt(run_cli, store, workers, tmp_path, "doomed", "a")
+    os.kill(a.pid, signal.SIGSTOP)  # it cannot act on the request
+    r = queuectl(db, "cancel", "doomed", "--wait", "0")
+    assert "cancel requested" in r.stdout
+    os.kill(a.pid, signal.SIGKILL)
+    a.wait()
+    b = workers.start("--name", "b")
+    until(state_is(store, "doomed", JobState.CANCELLED), "the recovery to finish the cancel", procs=[b])
+    until(lambda: not live_members(pgid), "the orphaned group to be gone", timeout=10)
+    time.sleep(0.5)
+    job = store.get_job("doomed")
+    assert (job.state, job.attempts) == (JobState.CANCELLED, 1)  # never retried
+    assert "recovered job doomed from dead worker 'a' (worker lost): now cancelled" in WorkerProcs.output(b)
+    b.send_signal(signal.SIGTERM)
+    assert wait_exit(b) == 0
