@@ -27,6 +27,11 @@ from queuectl.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 
 #: Seconds a connection waits for another writer's lock before reporting "database is locked".
 BUSY_TIMEOUT = 30.0
+#: Bytes the WAL file is truncated to after a checkpoint (PRAGMA journal_size_limit).
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
+#: Jobs deleted per retention transaction: short write transactions (River deletes 10,000 with
+#: pauses, Solid Queue 500); each also frees the jobs' output.
+PURGE_BATCH = 1000
 
 _JOB_COLUMNS = (
     "seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, "
@@ -35,6 +40,8 @@ _JOB_COLUMNS = (
 # Must match the jobs_ready partial index's WHERE. Claims name that index (INDEXED BY): without
 # ANALYZE statistics the planner prefers jobs_state and sorts every ready job on each claim.
 _READY = "state IN ('pending', 'failed')"
+# Must match the jobs_finished partial index's WHERE.
+_FINISHED = "state IN ('completed', 'dead', 'cancelled')"
 # Claims take nothing from a paused queue (`queuectl pause`).
 _NOT_PAUSED = "queue NOT IN (SELECT name FROM queues WHERE paused_at IS NOT NULL)"
 # Due: on the monotonic clock of the boot that scheduled the job when the reader shares it;
@@ -136,6 +143,8 @@ class SqliteStore:
         with self._errors():
             self.conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
             self.conn.execute("PRAGMA foreign_keys = ON")
+            # After a checkpoint the WAL file is cut back to this size, so it stays bounded.
+            self.conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
             self._migrate()
 
     # -- connection -------------------------------------------------------------------------
@@ -716,6 +725,99 @@ class SqliteStore:
             return {r[0]: r[1] for r in self.conn.execute(
                 "SELECT name, paused_at FROM queues WHERE paused_at IS NOT NULL ORDER BY name")}
 
+    # -- retention ------------------------------------------------------------------------------------
+
+    def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
+              limit: int = PURGE_BATCH) -> int:
+        """Delete up to `limit` finished jobs, oldest first, in one transaction; return how many.
+
+        `older_than` maps completed, cancelled or dead to an age in seconds: jobs of that
+        state that finished longer ago are deleted, with their output; their run counts
+        stay. Pending, processing and failed jobs are never deleted. Ages are on the wall
+        clock. Raises InvalidInput for another state.
+        """
+        now, deleted = instant(now), 0
+        with self._write() as c:
+            for state, age in older_than.items():
+                if state not in ("completed", "cancelled", "dead"):
+                    raise InvalidInput(f"only completed, cancelled and dead jobs can be purged, not {state}")
+                where, params = _finished_filter(state, now.wall - age, queue)
+                deleted += c.execute(
+                    f"DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_finished WHERE {where}"
+                    " ORDER BY finished_at LIMIT ?)", (*params, limit - deleted)).rowcount
+                if deleted >= limit:
+                    break
+        return deleted
+
+    def count_purgeable(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None) -> int:
+        """Return how many jobs `purge` would delete in all, given no limit (for --dry-run)."""
+        now, n = instant(now), 0
+        with self._errors():
+            for state, age in older_than.items():
+                where, params = _finished_filter(state, now.wall - age, queue)
+                n += self.conn.execute(f"SELECT count(*) FROM jobs INDEXED BY jobs_finished WHERE {where}",
+                                       params).fetchone()[0]
+        return n
+
+    def take_lease(self, name: str, holder: int, now: Instant | float, ttl: float) -> bool:
+        """Take or renew the lease `name` for `holder` (a worker id) for `ttl` seconds; False if another holds it.
+
+        For work that one worker at a time does (retention). Times are on the wall clock:
+        a step can at worst let two workers do it at once, which costs only contention.
+        """
+        now = instant(now)
+        with self._write() as c:
+            return c.execute(
+                "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE"
+                " SET holder = excluded.holder, expires_at = excluded.expires_at"
+                " WHERE leases.holder = excluded.holder OR leases.expires_at < ?"
+                " OR leases.holder NOT IN (SELECT id FROM workers)",
+                (name, holder, now.wall + ttl, now.wall)).rowcount == 1
+
+    def reclaim_space(self, max_pages: int | None = None) -> int:
+        """Give freed pages back to the filesystem and cut the WAL back; return the pages given back.
+
+        Works on databases with incremental auto_vacuum (every one created by queuectl 0.1
+        with schema 4 or later; `vacuum_to_incremental` converts older ones). The WAL
+        checkpoint waits at most a second for readers, so it neither starves nor stalls.
+        """
+        with self._errors():
+            if self.conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                return 0
+            free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+            pages = free if max_pages is None else min(free, max_pages)
+            if pages:
+                # executescript steps the pragma to its end; execute() would free one page only.
+                self.conn.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+            self.conn.execute("PRAGMA busy_timeout = 1000")
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        return pages
+
+    def vacuum_to_incremental(self) -> str | None:
+        """Convert a database made before incremental auto_vacuum with a one-time VACUUM.
+
+        Returns None when there is nothing to do, else one line saying what was done, or
+        why not: VACUUM rewrites the whole file, through the WAL, so it needs free disk of
+        about twice the file's size. Blocks other writers while it runs.
+        """
+        with self._errors():
+            if self.conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+                return None
+            size = os.path.getsize(self.path)
+            st = os.statvfs(os.path.dirname(self.path))
+            free = st.f_bavail * st.f_frsize
+            if free < 2 * size:
+                return (f"not compacted: converting {self.path} to incremental auto_vacuum needs about"
+                        f" {2 * size / 2**20:.0f} MiB free on its filesystem, which has {free / 2**20:.0f} MiB;"
+                        " freed pages are reused meanwhile")
+            self.conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            return f"compacted {self.path}: {size / 2**20:.1f} -> {os.path.getsize(self.path) / 2**20:.1f} MiB"
+
     # -- settings ---------------------------------------------------------------------------------
 
     def settings(self) -> dict[str, Any]:
@@ -756,6 +858,15 @@ class SqliteStore:
                 (name, json.dumps(value)),
             )
         return value
+
+
+def _finished_filter(state: str, before: float, queue: str | None) -> tuple[str, list]:
+    """WHERE for jobs of `state` that finished before `before` (Unix s), of `queue` if given.
+
+    It repeats the jobs_finished partial index's WHERE, so that SQLite can use the index
+    (its planner needs the index's terms in the query, https://www.sqlite.org/partialindex.html).
+    """
+    return _queue_filter(f"{_FINISHED} AND state = ? AND finished_at < ?", [state, before], [queue] if queue else [])
 
 
 def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str, list]:

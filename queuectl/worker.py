@@ -24,7 +24,7 @@ from queuectl.notify import Notifier
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import drain, on_stop
 from queuectl.wake import listen as listen_for_pokes
-from queuectl.store import Outcome, SqliteStore, WorkerGone
+from queuectl.store import PURGE_BATCH, Outcome, SqliteStore, WorkerGone
 
 log = logging.getLogger("queuectl.worker")
 
@@ -37,6 +37,11 @@ EXIT_CONFIG = 78
 RECORD_AFTER = 0.02
 #: Seconds between tries of the database after it failed (locked, full, failing).
 DB_RETRY = 1.0
+#: Seconds between retention passes, at most (while there is a backlog, a batch every turn of
+#: the loop; with short keep-* settings, twice per the shortest, but not more than once a second).
+RETENTION_EVERY = 60.0
+#: Seconds between giving freed pages back and cutting the WAL back, at most.
+RECLAIM_EVERY = 10.0
 
 
 def _held(job_id: str, why: str) -> bool:
@@ -104,6 +109,9 @@ class Worker:
         self._watch = liveness.Watch()
         self._look_for_cancels = True  # set by each heartbeat and wake-up: `queuectl cancel` pokes
         self._cancelling: set[str] = set()
+        self._retention_at = 0.0  # monotonic time of the next retention pass
+        self._reclaim_at = 0.0
+        self._purged = 0  # jobs deleted since space was last reclaimed
         self._held_by_lost = 0  # jobs in our queues held by dead, stale or suspect workers, at the last sweep
         self._last_beat: Instant | None = None
         self._db_failing_since: float | None = None  # monotonic time of the first failed write of an outage
@@ -194,6 +202,8 @@ class Worker:
                     claimed = self._exchange(stopping)
                     record_in = self._record_groups()
                     self._stop_cancelled()
+                    if not stopping:
+                        self._retention()
                     if not self.runner.running and not claimed and not self._unrecorded:
                         if stopping:
                             log.info("worker %s stopped: %s", self.name, self._summary())
@@ -367,6 +377,32 @@ class Worker:
                 log.warning("job %s: cancel requested, stopping its process group", job_id)
                 job.stop(signal.SIGTERM, now, self.runner.kill_grace)
         self._cancelling &= set(self.runner.running)
+
+    def _retention(self) -> None:
+        """Delete expired finished jobs (keep-completed, keep-cancelled, keep-dead) in bounded batches.
+
+        One worker at a time, under the "retention" lease; a batch is one short
+        transaction of at most PURGE_BATCH jobs, and a full batch brings the next one
+        at the next turn of the loop. Freed pages go back to the filesystem at most every
+        RECLAIM_EVERY seconds.
+        """
+        mono = self.monotonic()
+        if mono < self._retention_at:
+            return
+        older = {state: self.config[key] for state, key in settings_mod.RETENTION.items()
+                 if self.config[key] is not None}
+        self._retention_at = mono + min(RETENTION_EVERY, max(1.0, min(older.values(), default=0) / 2))
+        now = self.now()
+        if not older or not self.store.take_lease("retention", self.worker_id, now, 3 * RETENTION_EVERY):
+            return
+        deleted = self.store.purge(older, now)
+        self._purged += deleted
+        if deleted >= PURGE_BATCH:
+            self._retention_at = mono  # a backlog: go on at the next turn
+        if self._purged and mono >= self._reclaim_at:
+            self.store.reclaim_space(max_pages=16 * PURGE_BATCH)
+            log.info("retention: deleted %d expired job(s)", self._purged)
+            self._purged, self._reclaim_at = 0, mono + RECLAIM_EVERY
 
     def _report(self, outcome: Outcome, state) -> None:
         if state is None:

@@ -708,7 +708,7 @@ def test_every_command_is_covered():
     assert sorted(" ".join(p) for p in COMMAND_PATHS) == sorted([
         "", "enqueue", "list", "show", "logs", "status", "worker", "worker start", "worker stop",
         "dlq", "dlq list", "dlq retry", "config", "config set", "config get", "config list",
-        "cancel", "retry", "pause", "resume"])
+        "cancel", "retry", "pause", "resume", "purge"])
 
 
 @pytest.mark.parametrize("path", COMMAND_PATHS, ids=[" ".join(p) or "queuectl" for p in COMMAND_PATHS])
@@ -930,3 +930,58 @@ def test_pause_and_resume(run_cli, db, populated):
     assert list(json_only(run_cli("status", "--json"))["paused"]) == ["later"]
     assert run_cli("worker", "start", "--burst", "--queue", "build").exit_code == 0
     assert json_only(run_cli("show", "np", "--json"))["state"] == "completed"
+
+
+# -- purge ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (("purge", "--state", "pending"), ["'pending' is not one of 'completed', 'cancelled', 'dead'"]),
+    (("purge", "--state", "failed"), ["'failed' is not one of"]),
+    (("purge", "--older-than", "soon"), ["--older-than must be a number of seconds or a duration"]),
+    (("purge", "--older-than", "-5"), ["--older-than must be"]),
+    (("purge", "--older-than", "forever"), ["--older-than forever would delete nothing"]),
+    (("purge", "--queue", "a b"), ["queue names are"]),
+])
+def test_purge_bad_input(run_cli, db, populated, args, fragments):
+    before = snapshot(db)
+    assert_error(run_cli(*args), 2, *fragments)
+    assert snapshot(db) == before
+
+
+def test_purge_by_state_age_and_queue(run_cli, db, populated):
+    assert ok(run_cli("purge", "--dry-run")) == "would remove 0 job(s)\n"  # younger than a day
+    assert ok(run_cli("purge", "--older-than", "0", "--dry-run")) == "would remove 2 job(s)\n"
+    assert ok(run_cli("purge", "--older-than", "0", "--queue", "build")) == "removed 1 job(s)\n"  # d1
+    assert ok(run_cli("purge", "--older-than", "0", "--state", "completed")) == "removed 1 job(s)\n"  # c1
+    assert sorted(j["id"] for j in json_only(run_cli("list", "--json"))) == ["f1", "p1", "p2", "r1"]
+    assert ok(run_cli("enqueue", '{"id":"c1","command":"true"}')) == "c1\n"  # its id is free again
+
+
+def _without_auto_vacuum(db):
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA auto_vacuum = NONE")
+    conn.execute("VACUUM")
+    assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
+    conn.close()
+
+
+def test_purge_compacts_an_older_database_once(run_cli, db, populated):
+    _without_auto_vacuum(db)
+    r = run_cli("purge")
+    assert r.exit_code == 0 and r.stdout.startswith("removed 0 job(s)\ncompacted ") and r.stderr == ""
+    assert sqlite3.connect(db).execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+    assert ok(run_cli("purge")) == "removed 0 job(s)\n"  # once
+
+
+def test_purge_says_in_one_line_when_compacting_lacks_disk(run_cli, db, populated, monkeypatch):
+    import os as os_module
+
+    _without_auto_vacuum(db)
+    real = os_module.statvfs
+    monkeypatch.setattr(os_module, "statvfs", lambda p: os_module.statvfs_result(
+        (*real(p)[:4], 0, *real(p)[5:])))  # f_bavail 0: a disk that is full
+    r = run_cli("purge")
+    assert r.exit_code == 0 and r.stdout == "removed 0 job(s)\n"
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("not compacted: converting") and "MiB free" in r.stderr
+    assert sqlite3.connect(db).execute("PRAGMA auto_vacuum").fetchone()[0] == 0

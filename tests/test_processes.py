@@ -730,3 +730,34 @@ def test_a_cancel_request_survives_the_workers_death(db, run_cli, store, workers
     assert "recovered job doomed from dead worker 'a' (worker lost): now cancelled" in WorkerProcs.output(b)
     b.send_signal(signal.SIGTERM)
     assert wait_exit(b) == 0
+
+
+# -- retention ----------------------------------------------------------------------------------------------
+
+
+def test_retention_runs_while_workers_drain_and_purge_shrinks_the_file(db, run_cli, store, workers, tmp_path):
+    configure(run_cli, ("keep-completed", "1s"))
+    lines = "\n".join(json.dumps({"id": f"r{i:04d}", "command": "head -c 20000 /dev/zero"}) for i in range(1500))
+    assert run_cli("enqueue", "--file", "-", input=lines).exit_code == 0
+    procs = [workers.start("--name", f"w{n}", "--count", "2") for n in range(2)]
+    until(lambda: sum(store.run_counts().get("default", {}).values()) == 1500, "every job to run", timeout=120,
+          procs=procs)
+    until(lambda: store.counts().get("default", {}).get("completed", 0) == 0, "retention to delete them all",
+          timeout=90, procs=procs)  # a pass a minute, and at once while a batch was full
+    logs = _logs(procs)
+    assert "retention: deleted" in logs and "locked" not in logs, logs
+    assert store.run_counts()["default"] == {"completed": 1500}  # nothing failed, nothing lost
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+        assert wait_exit(p) == 0
+
+    # purge on demand: output of 2 MB per job, then the file gives it back
+    configure(run_cli, ("keep-completed", "forever"), ("output-limit", "4000000"))
+    for i in range(5):
+        enqueue(run_cli, id=f"big{i}", command="head -c 2000000 /dev/urandom")
+    assert queuectl(db, "worker", "start", "--burst").returncode == 0
+    grown = os.path.getsize(db) + os.path.getsize(db + "-wal")
+    r = queuectl(db, "purge", "--older-than", "0")
+    assert r.stdout == "removed 5 job(s)\n", r
+    shrunk = os.path.getsize(db) + os.path.getsize(db + "-wal")
+    assert shrunk < grown - 9_000_000, (grown, shrunk)

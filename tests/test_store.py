@@ -616,3 +616,62 @@ def test_run_outcomes_are_counted_and_survive_the_jobs(store):
     assert runs == {"completed": 1, "failed": 1, "dead": 1, "cancelled": 1, "recovered": 1}
     store.conn.execute("DELETE FROM jobs")
     assert store.conn.execute("SELECT sum(n) FROM job_runs").fetchone()[0] == 5
+
+
+# -- retention ----------------------------------------------------------------------------------------------
+
+
+def _finished(store, specs):
+    """Jobs finished at NOW: {id: (queue, "ok" | "fail" | "dead" | "cancel")}."""
+    for job_id, (queue, how) in specs.items():
+        add(store, id=job_id, queue=queue, max_retries=0 if how == "dead" else 3)
+    w = register(store, slots=len(specs))
+    store.claim(w, [], len(specs), NOW)
+    store.cancel([j for j, (_, how) in specs.items() if how == "cancel"], NOW)
+    store.finish(w, [ok(j) if how == "ok" else bad(j) for j, (_, how) in specs.items()], NOW)
+
+
+def test_purge_deletes_old_finished_jobs_only(store):
+    _finished(store, {"c1": ("q", "ok"), "c2": ("other", "ok"), "d1": ("q", "dead"), "x1": ("q", "cancel"),
+                      "f1": ("q", "fail")})
+    add(store, id="p1")
+    ages = {"completed": 10, "dead": 10, "cancelled": 10}
+    assert store.count_purgeable(ages, NOW + 5) == 0  # not old enough yet
+    assert store.count_purgeable(ages, NOW + 11) == 4
+    assert store.purge({"completed": 10}, NOW + 11, queue="q") == 1
+    assert store.purge(ages, NOW + 11, limit=2) == 2  # a bounded batch
+    assert store.purge(ages, NOW + 11) == 1
+    assert sorted(j.id for j in store.list_jobs()) == ["f1", "p1"]  # failed and pending stay
+    assert store.counts() == {"q": {"failed": 1}, "default": {"pending": 1}}
+    assert store.conn.execute("SELECT count(*) FROM job_output").fetchone()[0] == 1  # only f1's is left
+    assert store.run_counts() == {"other": {"completed": 1},  # counters outlive the jobs
+                                  "q": {"cancelled": 1, "completed": 1, "dead": 1, "failed": 1}}
+    with pytest.raises(InvalidInput, match="not failed"):
+        store.purge({"failed": 0}, NOW + 11)
+    add(store, id="c1")  # a purged job's id can be used again
+    assert store.get_job("c1").state == JobState.PENDING
+
+
+def test_one_retention_lease_holder_at_a_time(store):
+    a, b = register(store, "a"), register(store, "b")
+    assert store.take_lease("retention", a, NOW, 60)
+    assert not store.take_lease("retention", b, NOW + 1, 60)
+    assert store.take_lease("retention", a, NOW + 30, 60)  # renewed
+    assert store.take_lease("retention", b, NOW + 91, 60)  # expired: taken over
+    store.deregister(b)
+    assert store.take_lease("retention", a, NOW + 92, 60)  # its holder is gone
+
+
+def test_reclaim_space_gives_freed_pages_back(store, db):
+    import os
+
+    add(store, id="big", command="true")
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    store.finish(w, [Outcome("big", True, 0, None, os.urandom(4_000_000), b"")], NOW)
+    store.reclaim_space()
+    grown = os.path.getsize(db)
+    assert store.purge({"completed": 0}, NOW + 1) == 1
+    assert store.reclaim_space() > 900  # about 4 MB of pages
+    assert os.path.getsize(db) < grown - 3_500_000
+    assert os.path.getsize(db + "-wal") == 0  # cut back by the TRUNCATE checkpoint

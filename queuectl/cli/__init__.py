@@ -43,6 +43,7 @@ COMMANDS = {
     "retry": "queuectl.cli.ops:retry",
     "pause": "queuectl.cli.ops:pause",
     "resume": "queuectl.cli.ops:resume",
+    "purge": "queuectl.cli.ops:purge",
 }
 
 

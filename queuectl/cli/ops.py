@@ -11,6 +11,7 @@ from queuectl.cli.common import json_option, pass_app, print_json, wake_workers
 from queuectl.errors import InvalidInput, QueuectlError
 from queuectl.jobspec import check_queue
 from queuectl.models import JobState
+from queuectl.store import PURGE_BATCH
 
 CANCELLABLE = click.Choice([JobState.PENDING.value, JobState.FAILED.value, JobState.PROCESSING.value])
 
@@ -155,3 +156,58 @@ def resume(app, queues):
       queuectl resume build
     """
     _set_paused(app, queues, False)
+
+
+PURGEABLE = click.Choice([JobState.COMPLETED.value, JobState.CANCELLED.value, JobState.DEAD.value])
+
+
+@click.command()
+@click.option("--state", "-s", "states", multiple=True, type=PURGEABLE,
+              help="Delete jobs in this state; repeat for several [default: completed, cancelled and dead].")
+@click.option("--older-than", metavar="DURATION",
+              help="Delete those that finished longer ago than this (90s, 12h, 7d; 0 for all)"
+                   " [default: each state's keep-* setting].")
+@click.option("--queue", "-q", metavar="NAME", help="Only jobs of this queue.")
+@click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
+@pass_app
+def purge(app, states, older_than, queue, dry_run):
+    """Delete finished jobs and their output now, as retention does, and give the space back.
+
+    Pending, processing and failed jobs are never deleted. Jobs go in batches of 1,000
+    (short transactions that let workers go on). A purged job's id can be used again.
+    The first purge of a database made before incremental auto_vacuum compacts it once
+    (it needs free disk of about twice its size, and says so if that is missing).
+
+    \b
+    Examples:
+      queuectl purge --dry-run
+      queuectl purge --state completed --older-than 12h --queue build
+    """
+    from queuectl.settings import RETENTION, parse_duration
+
+    queue = check_queue(queue) if queue else None
+    chosen = list(dict.fromkeys(states)) or list(RETENTION)
+    store = app.store()
+    if older_than is not None:
+        age = parse_duration(older_than, "--older-than")
+        if age is None:
+            raise InvalidInput("--older-than forever would delete nothing; give a duration such as 7d")
+        ages = dict.fromkeys(chosen, age)
+    else:
+        settings = store.settings()
+        ages = {s: settings[RETENTION[s]] for s in chosen if settings[RETENTION[s]] is not None}
+    now = clock.now()
+    if dry_run:
+        click.echo(f"would remove {store.count_purgeable(ages, now, queue)} job(s)")
+        return
+    removed = 0
+    while ages:
+        n = store.purge(ages, now, queue)
+        removed += n
+        if n < PURGE_BATCH:
+            break
+    store.reclaim_space()
+    click.echo(f"removed {removed} job(s)")
+    note = store.vacuum_to_incremental()
+    if note:
+        click.echo(note, err=note.startswith("not compacted"))
