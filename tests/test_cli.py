@@ -708,7 +708,7 @@ def test_every_command_is_covered():
     assert sorted(" ".join(p) for p in COMMAND_PATHS) == sorted([
         "", "enqueue", "list", "show", "logs", "status", "worker", "worker start", "worker stop",
         "dlq", "dlq list", "dlq retry", "config", "config set", "config get", "config list",
-        "cancel", "retry", "pause", "resume", "purge"])
+        "cancel", "retry", "pause", "resume", "purge", "metrics"])
 
 
 @pytest.mark.parametrize("path", COMMAND_PATHS, ids=[" ".join(p) or "queuectl" for p in COMMAND_PATHS])
@@ -985,3 +985,40 @@ def test_purge_says_in_one_line_when_compacting_lacks_disk(run_cli, db, populate
     assert r.exit_code == 0 and r.stdout == "removed 0 job(s)\n"
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("not compacted: converting") and "MiB free" in r.stderr
     assert sqlite3.connect(db).execute("PRAGMA auto_vacuum").fetchone()[0] == 0
+
+
+# -- metrics ---------------------------------------------------------------------------------------------------
+
+
+def _parse_metrics(text: str) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_metrics_parse_and_count(run_cli, db, populated, tmp_path):
+    ok(run_cli("pause", "build"))
+    text = ok(run_cli("metrics"))
+    m = _parse_metrics(text)  # a real Prometheus parser
+    assert m[("queuectl_jobs", (("queue", "build"), ("state", "dead")))] == 1
+    assert m[("queuectl_jobs", (("queue", "default"), ("state", "cancelled")))] == 0  # zeros are written
+    assert m[("queuectl_queue_paused", (("queue", "build"),))] == 1
+    assert m[("queuectl_queue_paused", (("queue", "default"),))] == 0
+    assert m[("queuectl_queue_oldest_ready_age_seconds", (("queue", "default"),))] >= 0
+    assert m[("queuectl_workers", (("state", "running"),))] == 1
+    assert m[("queuectl_worker_slots", (("kind", "busy"),))] == 1 and m[("queuectl_worker_slots", (("kind", "total"),))] == 4
+    assert m[("queuectl_job_runs_total", (("outcome", "completed"), ("queue", "default")))] == 1
+    assert "# TYPE queuectl_job_runs_total counter" in text
+    ok(run_cli("purge", "--older-than", "0"))  # retention does not lower the counters
+    assert _parse_metrics(ok(run_cli("metrics")))[("queuectl_job_runs_total", (("outcome", "completed"),
+                                                                                ("queue", "default")))] == 1
+    out = tmp_path / "textfile" / "queuectl.prom"
+    out.parent.mkdir()
+    assert ok(run_cli("metrics", "--output", str(out))) == ""
+    assert (out.stat().st_mode & 0o777) == 0o644 and list(out.parent.iterdir()) == [out]  # no temporary left
+    assert _parse_metrics(out.read_text())[("queuectl_jobs", (("queue", "build"), ("state", "dead")))] == 0
+
+
+def test_metrics_output_in_a_missing_directory(run_cli, db, populated, tmp_path):
+    assert_error(run_cli("metrics", "--output", str(tmp_path / "nope" / "q.prom")), 2, "does not exist")

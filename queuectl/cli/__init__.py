@@ -44,6 +44,7 @@ COMMANDS = {
     "pause": "queuectl.cli.ops:pause",
     "resume": "queuectl.cli.ops:resume",
     "purge": "queuectl.cli.ops:purge",
+    "metrics": "queuectl.cli.ops:metrics",
 }
 
 

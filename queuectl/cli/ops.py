@@ -211,3 +211,51 @@ def purge(app, states, older_than, queue, dry_run):
     note = store.vacuum_to_incremental()
     if note:
         click.echo(note, err=note.startswith("not compacted"))
+
+
+@click.command()
+@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write to FILE atomically (a temporary file renamed over it, mode 0644) instead of stdout;"
+                   " for node_exporter's textfile collector.")
+@pass_app
+def metrics(app, output):
+    """Print the queue's metrics in the Prometheus text format.
+
+    Jobs by queue and state, the oldest ready job's age per queue, paused queues, workers
+    by state with busy and total slots, and counters of ended runs by outcome.
+
+    \b
+    Examples:
+      queuectl metrics
+      queuectl metrics --output /var/lib/prometheus/node-exporter/queuectl.prom
+    """
+    import os
+
+    from queuectl.errors import InvalidConfig
+    from queuectl.metrics import render
+
+    store = app.store()
+    try:
+        stale_after = store.settings()["stale-after"]
+    except InvalidConfig:
+        stale_after = store.defaults["stale-after"]
+    text = render(store, clock.now(), stale_after)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    target = os.path.abspath(output)
+    if not os.path.isdir(os.path.dirname(target)):
+        raise InvalidInput(f"directory {os.path.dirname(target)} does not exist")
+    tmp = f"{target}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # readable by node_exporter's user whatever the umask
+        os.replace(tmp, target)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise InvalidInput(f"cannot write {target}: {e.strerror}") from None

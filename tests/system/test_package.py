@@ -73,6 +73,11 @@ def test_install_creates_user_directory_config_and_unit(host):
     assert c.run("systemctl", "cat", "queuectl-worker@.service").returncode == 0
     # the template's instances are not enabled by the package
     assert c.run("systemctl", "list-units", "--plain", "--no-legend", "queuectl-worker@*").stdout.strip() == ""
+    # the metrics units are installed and, like the workers, not enabled
+    for unit in ("queuectl-metrics.service", "queuectl-metrics.timer"):
+        assert c.run("systemctl", "cat", unit).returncode == 0
+    assert c.run("systemctl", "is-enabled", "queuectl-metrics.timer", check=False).stdout.strip() == "disabled"
+    assert c.run("man", "-w", "queuectl-metrics").returncode == 0
     assert c.run("man", "-w", "queuectl").stdout.strip().endswith("queuectl.1.gz")
     assert (c.root / "usr/share/bash-completion/completions/queuectl").exists()
 

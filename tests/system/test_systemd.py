@@ -174,3 +174,26 @@ def test_enqueue_wakes_a_sandboxed_worker_at_once(sysd):
     enqueue(c, id="woken", command="true")
     until(state_is(c, "woken", "completed"), "the woken worker to run the job", timeout=20)
     assert time.monotonic() - began < 10
+
+
+def test_the_metrics_timer_writes_a_file_that_parses(sysd):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    c = sysd
+    start(c, "1")
+    enqueue(c, id="m1", command="true")
+    until(state_is(c, "m1", "completed"), "a job to complete")
+    c.run("mkdir", "-p", "/var/lib/prometheus/node-exporter")  # what prometheus-node-exporter ships
+    c.run("chmod", "0755", "/var/lib/prometheus/node-exporter")
+    c.run("systemctl", "start", "queuectl-metrics.timer")  # OnBootSec passed long ago: it fires at once
+    path = "/var/lib/prometheus/node-exporter/queuectl.prom"
+    until(lambda: c.run("test", "-s", path, check=False).returncode == 0, "the timer to write the file")
+    text = c.run("cat", path).stdout
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("queuectl_job_runs_total", (("outcome", "completed"), ("queue", "default")))] == 1
+    assert samples[("queuectl_workers", (("state", "running"),))] == 1
+    assert c.run("stat", "-c", "%a", path).stdout.strip() == "644"
+    props = c.show("queuectl-metrics.service", "Result", "ExecMainStatus")
+    assert props == {"Result": "success", "ExecMainStatus": "0"}
+    c.run("systemctl", "stop", "queuectl-metrics.timer")
