@@ -8,7 +8,9 @@
 3. pickup latency: enqueue commit to job start with an idle worker, and the idle worker's CPU;
 4. enqueue: one `queuectl enqueue` against `python -c "import click, sqlite3, json"`, and
    `enqueue --file` against a bare executemany insert of the same rows;
-5. scale: the drain of (2) and `status` / `list` with a million completed jobs stored.
+5. scale: the drain of (2) and `status` / `list` with a million completed jobs stored;
+6. retention: 200,000 jobs that each print 10 KB drained with keep-completed 60s, against the
+   same drain with retention off: the largest database-plus-WAL size on disk, and the drain rate.
 
 Each figure is the median of several rounds. --smoke shrinks every size so the suite can run it.
 """
@@ -38,8 +40,10 @@ PY = sys.executable
 QUEUECTL = [PY, "-m", "queuectl"]
 ENV = {**os.environ, "QUEUECTL_CONFIG": "", "PYTHONPATH": str(REPO)}
 SIZES = {
-    "full": dict(rounds=3, spawn=2000, drain=2000, pickup=100, idle=10.0, cli=15, file=100_000, stored=1_000_000),
-    "smoke": dict(rounds=1, spawn=50, drain=50, pickup=5, idle=0.5, cli=2, file=500, stored=2_000),
+    "full": dict(rounds=3, spawn=2000, drain=2000, pickup=100, idle=10.0, cli=15, file=100_000, stored=1_000_000,
+                 retention=200_000, keep=60),
+    "smoke": dict(rounds=1, spawn=50, drain=50, pickup=5, idle=0.5, cli=2, file=500, stored=2_000,
+                  retention=300, keep=1),
 }
 
 
@@ -200,6 +204,58 @@ def cli_time(db: str, runs: int, *args: str) -> float:
     return statistics.median(timed([*QUEUECTL, "--db", db, *args]) for _ in range(runs))
 
 
+# -- 6. retention -----------------------------------------------------------------------------------
+
+
+def disk_bytes(db: str) -> int:
+    """The database and its WAL on disk, in bytes."""
+    return sum(os.path.getsize(p) for p in (db, db + "-wal") if os.path.exists(p))
+
+
+def retention_run(db: str, n: int, keep: str) -> dict:
+    """Drain n jobs that print 10 KB each with keep-completed `keep`; sample the size on disk meanwhile."""
+    SqliteStore(db).close()
+    quiet_settings(db)
+    with SqliteStore(db) as store:
+        store.set_setting("keep-completed", keep)
+    fill(db, n, command="head -c 10240 /dev/zero")
+    samples: list[tuple[float, int]] = []
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.5):
+            samples.append((time.monotonic(), disk_bytes(db)))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.monotonic()
+    try:
+        subprocess.run([*QUEUECTL, "--db", db, "worker", "start", "--count", "2", "--burst"],
+                       env=ENV, check=True, stderr=subprocess.DEVNULL)
+    finally:
+        done.set()
+        sampler.join()
+    elapsed = time.monotonic() - started
+    with SqliteStore(db) as store:
+        ran = sum(store.run_counts().get("default", {}).values())
+    assert ran == n, f"ran {ran} of {n}"
+    return {"jobs_per_s": n / elapsed, "max_bytes": max(b for _, b in samples), "final_bytes": disk_bytes(db),
+            "seconds": elapsed}
+
+
+def retention(tmp: Path, n: int, keep: int) -> dict:
+    """Retention on (keep-completed `keep` s) against off, in one run; sizes in bytes."""
+    on = retention_run(str(tmp / "keep.db"), n, f"{keep}s")
+    off = retention_run(str(tmp / "forever.db"), n, "forever")
+    per_job = off["final_bytes"] / n
+    # What retention must keep: the jobs that finished within the last `keep` seconds.
+    live = min(n, on["jobs_per_s"] * keep) * per_job
+    return {"jobs": n, "keep_s": keep, "max_bytes_on": on["max_bytes"], "max_bytes_off": off["max_bytes"],
+            "live_bytes": live, "max_over_live": on["max_bytes"] / live,
+            "drain_on_per_s": on["jobs_per_s"], "drain_off_per_s": off["jobs_per_s"],
+            "drain_ratio": on["jobs_per_s"] / off["jobs_per_s"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: check the benchmark runs")
@@ -240,6 +296,7 @@ def main() -> None:
             "status_ratio": cli_time(big, size["cli"], "status") / status_empty,
             "list_ratio": big_list / list_empty,
         }
+        out["retention"] = retention(tmp, size["retention"], size["keep"])
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     report(out)
 
@@ -252,7 +309,8 @@ def machine() -> dict:
 
 
 def report(out: dict) -> None:
-    c, d, p, e, f, s = (out[k] for k in ("spawn_per_s", "drain_per_s", "pickup", "enqueue", "enqueue_file", "scale"))
+    c, d, p, e, f, s, k = (out[k] for k in ("spawn_per_s", "drain_per_s", "pickup", "enqueue", "enqueue_file",
+                                            "scale", "retention"))
     rows = [
         ("spawn ceiling, 1 / 2 at a time", f"{c[1]:.0f} / {c[2]:.0f} per s", ""),
         ("drain --count 1", f"{d[1]:.0f} jobs/s", f"{out['drain_ratio'][1]:.2f} of ceiling (target >= 0.80)"),
@@ -266,6 +324,11 @@ def report(out: dict) -> None:
         (f"drain with {s['stored_completed']:,} stored", "", f"{s['drain_ratio']:.2f}x empty (target <= 1.05x)"),
         ("status / list --limit 100, stored", "", f"{s['status_ratio']:.2f}x / {s['list_ratio']:.2f}x empty"
          " (target <= 1.2x)"),
+        (f"{k['jobs']:,} jobs of 10 KB, keep-completed {k['keep_s']}s", f"largest {k['max_bytes_on'] / 2**20:.0f} MiB",
+         f"{k['max_over_live']:.2f}x the live jobs' {k['live_bytes'] / 2**20:.0f} MiB; without retention"
+         f" {k['max_bytes_off'] / 2**20:.0f} MiB"),
+        ("drain with retention vs without", f"{k['drain_on_per_s']:.0f} vs {k['drain_off_per_s']:.0f} jobs/s",
+         f"{k['drain_ratio']:.2f}x (target >= 0.9x)"),
     ]
     width = max(len(r[0]) for r in rows)
     for name, value, ratio in rows:
