@@ -80,6 +80,17 @@ def _duration(key: str, raw: Any) -> float | None:
     return parse_duration(raw, key)
 
 
+def format_duration(seconds: float | None) -> str:
+    """Return what parse_duration reads back: 86400 -> "1d", 90 -> "90s", 2.5 -> "2.5s", None -> "forever"."""
+    if seconds is None:
+        return "forever"
+    for unit in ("d", "h", "m"):
+        size = _UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds!r}s" if not float(seconds).is_integer() else f"{seconds:.0f}s"
+
+
 SETTINGS: dict[str, Setting] = {
     s.key: s
     for s in (
@@ -114,6 +125,17 @@ def canonical_key(key: str) -> str:
     if name not in SETTINGS:
         raise InvalidInput(f"unknown config key {key!r}; known keys: {', '.join(SETTINGS)}")
     return name
+
+
+def show_value(key: str, value: Any) -> str:
+    """Return setting `key`'s value as text that `config set` reads back to the same value (no rounding)."""
+    if SETTINGS[key].parse is _duration:
+        return format_duration(value)
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    return str(value)
 
 
 def parse_value(key: str, raw: Any) -> Any:

@@ -554,9 +554,10 @@ class SqliteStore:
             state, schedule = _after_failure(r["attempts"], r["max_retries"], now, config, r["cancel_requested_at"])
             c.execute(
                 f"UPDATE jobs SET state = ?, {_RESCHEDULE}, updated_at = ?, finished_at = ?,"
-                " exit_code = NULL, last_error = 'worker lost', worker_id = NULL, pgid = NULL, pgid_start = NULL"
+                " exit_code = NULL, last_error = ?, worker_id = NULL, pgid = NULL, pgid_start = NULL"
                 " WHERE seq = ?",
-                (state.value, *schedule, now.wall, now.wall, r["seq"]),
+                (state.value, *schedule, now.wall, now.wall,
+                 "cancelled; worker lost" if state == JobState.CANCELLED else "worker lost", r["seq"]),
             )
             recovered.append((r["id"], state))
         return recovered

@@ -550,7 +550,7 @@ def test_config_defaults(run_cli):
     rows = {line.split()[0]: line.split()[1] for line in lines[1:]}
     assert rows == {"max-retries": "3", "backoff-base": "2", "backoff-max": "3600", "job-timeout": "none",
                     "heartbeat-interval": "5", "stale-after": "30", "poll-interval": "1", "output-limit": "1048576",
-                    "keep-completed": "86400", "keep-cancelled": "86400", "keep-dead": "604800"}
+                    "keep-completed": "1d", "keep-cancelled": "1d", "keep-dead": "7d"}
     for key in DEFAULTS:
         assert ok(run_cli("config", "get", key)) == rows[key] + "\n"
 
@@ -570,10 +570,13 @@ def test_config_defaults(run_cli):
     ("stale-after", "10.5", "stale-after", "10.5", 10.5),
     ("poll_interval", "0.01", "poll-interval", "0.01", 0.01),
     ("output-limit", "0", "output-limit", "0", 0),
-    ("keep-completed", "12h", "keep-completed", "43200", 43200.0),
-    ("keep_cancelled", "90s", "keep-cancelled", "90", 90.0),
-    ("keep-dead", "forever", "keep-dead", "none", None),
-    ("keep-dead", "2.5", "keep-dead", "2.5", 2.5),
+    ("keep-completed", "12h", "keep-completed", "12h", 43200.0),
+    ("keep-completed", "43200", "keep-completed", "12h", 43200.0),
+    ("keep_cancelled", "90s", "keep-cancelled", "90s", 90.0),
+    ("keep-cancelled", "120", "keep-cancelled", "2m", 120.0),
+    ("keep-dead", "forever", "keep-dead", "forever", None),
+    ("keep-dead", "2.5", "keep-dead", "2.5s", 2.5),
+    ("keep-dead", "0", "keep-dead", "0s", 0.0),
 ])
 def test_config_set_get(run_cli, key, raw, canonical, shown, stored):
     assert ok(run_cli("config", "set", key, raw)) == f"{canonical} = {shown}\n"
@@ -875,6 +878,8 @@ def test_cancel_pending_failed_and_running_jobs(run_cli, populated):
 def test_cancel_by_filter(run_cli, populated):
     r = run_cli("cancel", "--queue", "build", "--state", "pending")
     assert (r.exit_code, r.stdout) == (0, "p2: cancelled\n")
+    r = run_cli("cancel", "--queue", "nosuch")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "", "no jobs to cancel\n")
     assert json_only(run_cli("show", "p1", "--json"))["state"] == "pending"  # another queue
 
 
@@ -919,14 +924,14 @@ def test_retry_puts_dead_and_cancelled_jobs_back(run_cli, populated):
 
 def test_pause_and_resume(run_cli, db, populated):
     assert ok(run_cli("pause", "build", "build", "later")) == "build: paused\nlater: paused\n"
-    assert ok(run_cli("pause", "build")) == "build: paused (it was paused)\n"
+    assert ok(run_cli("pause", "build")) == "build: already paused\n"
     s = json_only(run_cli("status", "--json"))
     assert sorted(s["paused"]) == ["build", "later"]
     assert re.search(r"^build\s.*\syes$", ok(run_cli("status")), re.M)
     ok(run_cli("enqueue", '{"id":"np","command":"true","queue":"build"}'))  # enqueue still works
     r = run_cli("worker", "start", "--burst", "--queue", "build")  # only paused work: exits at once
     assert r.exit_code == 0 and json_only(run_cli("show", "np", "--json"))["state"] == "pending"
-    assert ok(run_cli("resume", "build", "other")) == "build: resumed\nother: resumed (it was not paused)\n"
+    assert ok(run_cli("resume", "build", "other")) == "build: resumed\nother: not paused\n"
     assert list(json_only(run_cli("status", "--json"))["paused"]) == ["later"]
     assert run_cli("worker", "start", "--burst", "--queue", "build").exit_code == 0
     assert json_only(run_cli("show", "np", "--json"))["state"] == "completed"
@@ -1022,3 +1027,5 @@ def test_metrics_parse_and_count(run_cli, db, populated, tmp_path):
 
 def test_metrics_output_in_a_missing_directory(run_cli, db, populated, tmp_path):
     assert_error(run_cli("metrics", "--output", str(tmp_path / "nope" / "q.prom")), 2, "does not exist")
+    assert_error(run_cli("metrics", "--output", ""), 2, "--output is empty")
+    assert_error(run_cli("metrics", "--output", str(tmp_path)), 2, "is a directory")

@@ -5,16 +5,7 @@ from __future__ import annotations
 import click
 
 from queuectl.cli.common import HelpGroup, json_option, pass_app, print_json, print_table
-from queuectl.settings import SETTINGS, canonical_key
-
-
-def _show(value) -> str:
-    """Return a setting's value as text that `config set` reads back to the same value (no rounding)."""
-    if value is None:
-        return "none"
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
-    return str(value)
+from queuectl.settings import SETTINGS, canonical_key, show_value
 
 
 @click.group(cls=HelpGroup)
@@ -43,7 +34,7 @@ def set_(app, key, value):
     """
     name = canonical_key(key)
     stored = app.store().set_setting(name, value)
-    click.echo(f"{name} = {_show(stored)}")
+    click.echo(f"{name} = {show_value(name, stored)}")
 
 
 @config.command()
@@ -62,7 +53,7 @@ def get(app, key, as_json):
     if as_json:
         print_json(value)
         return
-    click.echo(_show(value))
+    click.echo(show_value(name, value))
 
 
 @config.command(name="list")
@@ -79,4 +70,4 @@ def list_(app, as_json):
     if as_json:
         print_json(values)
         return
-    print_table(["KEY", "VALUE", "MEANING"], [[k, _show(v), SETTINGS[k].help] for k, v in values.items()])
+    print_table(["KEY", "VALUE", "MEANING"], [[k, show_value(k, v), SETTINGS[k].help] for k, v in values.items()])

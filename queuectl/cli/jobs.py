@@ -65,16 +65,6 @@ def _retention(store) -> dict[str, float | None]:
     return {state: settings[key] for state, key in RETENTION.items()}
 
 
-def _duration(seconds: float | None) -> str:
-    """90 -> "90s", 86400 -> "1d", None -> "forever"."""
-    if seconds is None:
-        return "forever"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"
-
-
 def _read_jobs(file, now):
     jobs, lines = [], []
     for number, raw in enumerate(file, start=1):
@@ -216,7 +206,9 @@ def status(app, as_json):
         print_table(["QUEUE", *[s.value.upper() for s in JobState], "OLDEST READY", "PAUSED"],
                     [[q, *counts.get(q, zero).values(), f"{oldest[q]:.1f}s" if q in oldest else "-",
                       "yes" if q in paused else "-"] for q in names])
-    kept = ", ".join(f"{state} {_duration(seconds)}" for state, seconds in retention.items())
+    from queuectl.settings import format_duration
+
+    kept = ", ".join(f"{state} {format_duration(seconds)}" for state, seconds in retention.items())
     click.echo(f"\nRetention: {kept}")
     click.echo(f"\nWorkers ({len(workers)})")
     if workers:

@@ -50,6 +50,9 @@ def cancel(app, job_ids, queue, states, wait, as_json):
     else:
         chosen = [JobState(s) for s in states] or [JobState.PENDING, JobState.FAILED, JobState.PROCESSING]
         results = store.cancel_matching(check_queue(queue) if queue else None, chosen, now)
+    if not results:
+        click.echo("no jobs to cancel", err=True)
+        return
     _poke_owners(results)
     finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait)
     report = []
@@ -125,7 +128,7 @@ def _set_paused(app, queues, paused: bool) -> None:
     changed = store.set_paused(names, paused, clock.now())
     word = "paused" if paused else "resumed"
     for name, did in zip(names, changed):
-        click.echo(f"{name}: {word}" + ("" if did else f" (it was {'paused' if paused else 'not paused'})"))
+        click.echo(f"{name}: {word if did else ('already paused' if paused else 'not paused')}")
     if not paused:
         wake_workers(store)
 
@@ -239,6 +242,8 @@ def metrics(app, output):
         stale_after = store.settings()["stale-after"]
     except InvalidConfig:
         stale_after = store.defaults["stale-after"]
+    if output is not None and not output.strip():
+        raise InvalidInput("--output is empty: give a file path")
     text = render(store, clock.now(), stale_after)
     if output is None:
         click.echo(text, nl=False)
