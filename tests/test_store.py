@@ -499,7 +499,7 @@ def test_missing_directory_is_refused(tmp_path):
 
 def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     from queuectl.schema import MIGRATIONS
-    from queuectl.store import _statements
+    from queuectl.store.sqlite import _statements
 
     conn = sqlite3.connect(db, isolation_level=None)
     for statement in _statements(MIGRATIONS[1]):

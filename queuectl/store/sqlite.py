@@ -1,4 +1,4 @@
-"""The SQLite store: the only module that knows SQL.
+"""The SQLite store: the only module that knows SQLite.
 
 Every state change is one statement or one BEGIN IMMEDIATE transaction, and every write
 that finishes a job checks that the calling worker still owns it. The store knows
@@ -14,24 +14,21 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from queuectl import settings as settings_mod
-from queuectl.backoff import backoff_delay
 from queuectl.clock import STEP_TOLERANCE, Instant, instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound, PermissionDenied
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
+from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, JobProcess, Outcome, WorkerGone,
+                                 after_failure, due_on_monotonic, schedule)
 from queuectl.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 
 #: Seconds a connection waits for another writer's lock before reporting "database is locked".
 BUSY_TIMEOUT = 30.0
 #: Bytes the WAL file is truncated to after a checkpoint (PRAGMA journal_size_limit).
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
-#: Jobs deleted per retention transaction: short write transactions (River deletes 10,000 with
-#: pauses, Solid Queue 500); each also frees the jobs' output.
-PURGE_BATCH = 1000
 
 _JOB_COLUMNS = (
     "seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, "
@@ -52,69 +49,6 @@ _NOT_PAUSED = "queue NOT IN (SELECT name FROM queues WHERE paused_at IS NOT NULL
 # the wall clock by such a reader. Parameters: domain, mono, wall, wall.
 _DUE = (f"(CASE WHEN due_boot = ? THEN due_mono <= ? ELSE run_at <= ? OR ((delay = 0 OR state = 'failed')"
         f" AND run_at - delay > ? + {STEP_TOLERANCE}) END)")
-
-
-class WorkerGone(Conflict):
-    """The calling worker's registration is gone: another worker declared it dead and took its jobs."""
-
-
-class DuplicateJob(Conflict):
-    """A job id is already in the queue (or twice in one batch). `job_id` names it."""
-
-    def __init__(self, job_id: str, index: int = 0):
-        super().__init__(f"a job with id {job_id!r} already exists")
-        self.job_id = job_id
-        self.index = index  # position in the batch of the first job that clashes
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one run of a job ended, as the worker reports it to `finish`.
-
-    `ok` is True for exit status 0; `error` says why it failed otherwise; output is raw bytes.
-    """
-
-    job_id: str
-    ok: bool
-    exit_code: int | None
-    error: str | None
-    stdout: bytes = b""
-    stderr: bytes = b""
-
-
-@dataclass(frozen=True)
-class CancelResult:
-    """What `cancel` did to one job: `result` is "cancelled" (at once), "requested" (its worker
-    stops it) or "error" (`message` says why). `state` is the job's state before (None: no
-    such job); the worker fields name a processing job's worker, for a wake-up."""
-
-    job_id: str
-    state: JobState | None
-    result: str
-    message: str | None = None
-    worker: str | None = None
-    worker_host: str | None = None
-    worker_pid: int | None = None
-    worker_boot: str | None = None
-
-
-@dataclass(frozen=True)
-class JobProcess:
-    """A processing job with where it runs: what a recovery needs to kill it first.
-
-    `host` and `boot_id` are its worker's; None when the worker's registration is gone.
-    """
-
-    job_id: str
-    worker_id: int | None
-    pgid: int | None
-    pgid_start: int | None
-    host: str | None
-    boot_id: str | None
-    pid_ns: str | None = None
-    queue: str = "default"
-    attempts: int = 0
-    uid: int | None = None  # its worker's effective uid
 
 
 class SqliteStore:
@@ -256,7 +190,7 @@ class SqliteStore:
         now = instant(now)
         rows = [
             (j.id, j.queue, j.command, j.priority, j.max_retries, j.timeout, j.cwd, j.run_at, j.delay,
-             *_due_on_monotonic(now, j.delay), now.wall, now.wall)
+             *due_on_monotonic(now, j.delay), now.wall, now.wall)
             for j in jobs
         ]
         try:
@@ -382,7 +316,7 @@ class SqliteStore:
             row = c.execute(f"SELECT seq, attempts, max_retries, cancel_requested_at FROM jobs {owned}",
                             (o.job_id, worker_id)).fetchone()
             if row is not None:
-                state, schedule = _after_failure(row["attempts"], row["max_retries"], now, config,
+                state, schedule = after_failure(row["attempts"], row["max_retries"], now, config,
                                                  row["cancel_requested_at"])
                 c.execute(f"UPDATE jobs SET state = ?, {_RESCHEDULE}, {ended} WHERE seq = ?",
                           (state.value, *schedule, now.wall, now.wall, o.exit_code, o.error, row["seq"]))
@@ -551,7 +485,7 @@ class SqliteStore:
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
         recovered = []
         for r in rows:
-            state, schedule = _after_failure(r["attempts"], r["max_retries"], now, config, r["cancel_requested_at"])
+            state, schedule = after_failure(r["attempts"], r["max_retries"], now, config, r["cancel_requested_at"])
             c.execute(
                 f"UPDATE jobs SET state = ?, {_RESCHEDULE}, updated_at = ?, finished_at = ?,"
                 " exit_code = NULL, last_error = ?, worker_id = NULL, pgid = NULL, pgid_start = NULL"
@@ -641,7 +575,7 @@ class SqliteStore:
                 n = c.execute(
                     f"UPDATE jobs SET state = 'pending', attempts = 0, {_RESCHEDULE}, updated_at = ?,"
                     f" cancel_requested_at = NULL WHERE id = ? AND state IN ({marks})",
-                    (*_schedule(now, 0.0), now.wall, job_id, *allowed),
+                    (*schedule(now, 0.0), now.wall, job_id, *allowed),
                 ).rowcount
                 if n == 0:
                     row = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
@@ -881,35 +815,9 @@ def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str,
 _RESCHEDULE = "run_at = coalesce(?, run_at), delay = ?, due_boot = ?, due_mono = ?"
 
 
-def _due_on_monotonic(now: Instant, delay: float | None) -> tuple[str | None, float | None]:
-    """Return (due_boot, due_mono) for a wait of `delay` seconds from `now`; Nones without a monotonic reading."""
-    if delay is None or now.mono is None or not now.domain:
-        return None, None
-    return now.domain, now.mono + delay
-
-
-def _schedule(now: Instant, delay: float) -> tuple[float, float, str | None, float | None]:
-    """Return (run_at, delay, due_boot, due_mono) for a job due `delay` seconds after `now`."""
-    return (now.wall + delay, delay, *_due_on_monotonic(now, delay))
-
-
 def _due_params(now: Instant) -> list:
     """The parameters of _DUE at `now`."""
     return [now.domain, now.mono, now.wall, now.wall]
-
-
-def _after_failure(attempts: int, max_retries: int | None, now: Instant, config: dict,
-                   cancel_requested_at: float | None = None) -> tuple[JobState, tuple]:
-    """Return (state, _schedule values) after a failed attempt: a retry after its backoff, or dead.
-
-    A job whose cancel was requested is cancelled instead: never retried, never dead.
-    """
-    if cancel_requested_at is not None:
-        return JobState.CANCELLED, (None, None, None, None)
-    limit = config["max-retries"] if max_retries is None else max_retries
-    if attempts > limit:
-        return JobState.DEAD, (None, None, None, None)
-    return JobState.FAILED, _schedule(now, backoff_delay(attempts, config["backoff-base"], config["backoff-max"]))
 
 
 def _statements(script: str) -> list[str]:
@@ -970,4 +878,4 @@ def default_db_path() -> str:
     return os.path.join(base, "queuectl", "queuectl.db")
 
 
-__all__ = ["SqliteStore", "Outcome", "JobProcess", "CancelResult", "DuplicateJob", "WorkerGone", "default_db_path"]
+__all__ = ["SqliteStore", "default_db_path", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT"]

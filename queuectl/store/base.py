@@ -1,0 +1,109 @@
+"""What every store shares: the records it exchanges with the worker and the CLI, and the queue's rules.
+
+A store is the only place that knows its database. The worker and the CLI call the
+methods of queuectl.store.sqlite.SqliteStore (the interface a second backend implements
+too); the rules here (retry or dead after a failure, backoff, what a cancel does, due
+times on the monotonic clock) hold on every backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from queuectl.backoff import backoff_delay
+from queuectl.clock import Instant
+from queuectl.errors import Conflict
+from queuectl.models import JobState
+
+#: Jobs deleted per retention transaction: short write transactions (River deletes 10,000 with
+#: pauses, Solid Queue 500); each also frees the jobs' output.
+PURGE_BATCH = 1000
+
+
+class WorkerGone(Conflict):
+    """The calling worker's registration is gone: another worker declared it dead and took its jobs."""
+
+
+class DuplicateJob(Conflict):
+    """A job id is already in the queue (or twice in one batch). `job_id` names it."""
+
+    def __init__(self, job_id: str, index: int = 0):
+        super().__init__(f"a job with id {job_id!r} already exists")
+        self.job_id = job_id
+        self.index = index  # position in the batch of the first job that clashes
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one run of a job ended, as the worker reports it to `finish`.
+
+    `ok` is True for exit status 0; `error` says why it failed otherwise; output is raw bytes.
+    """
+
+    job_id: str
+    ok: bool
+    exit_code: int | None
+    error: str | None
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What `cancel` did to one job: `result` is "cancelled" (at once), "requested" (its worker
+    stops it) or "error" (`message` says why). `state` is the job's state before (None: no
+    such job); the worker fields name a processing job's worker, for a wake-up."""
+
+    job_id: str
+    state: JobState | None
+    result: str
+    message: str | None = None
+    worker: str | None = None
+    worker_host: str | None = None
+    worker_pid: int | None = None
+    worker_boot: str | None = None
+
+
+@dataclass(frozen=True)
+class JobProcess:
+    """A processing job with where it runs: what a recovery needs to kill it first.
+
+    `host` and `boot_id` are its worker's; None when the worker's registration is gone.
+    """
+
+    job_id: str
+    worker_id: int | None
+    pgid: int | None
+    pgid_start: int | None
+    host: str | None
+    boot_id: str | None
+    pid_ns: str | None = None
+    queue: str = "default"
+    attempts: int = 0
+    uid: int | None = None  # its worker's effective uid
+
+
+def due_on_monotonic(now: Instant, delay: float | None) -> tuple[str | None, float | None]:
+    """Return (due_boot, due_mono) for a wait of `delay` seconds from `now`; Nones without a monotonic reading."""
+    if delay is None or now.mono is None or not now.domain:
+        return None, None
+    return now.domain, now.mono + delay
+
+
+def schedule(now: Instant, delay: float) -> tuple[float, float, str | None, float | None]:
+    """Return (run_at, delay, due_boot, due_mono) for a job due `delay` seconds after `now`."""
+    return (now.wall + delay, delay, *due_on_monotonic(now, delay))
+
+
+def after_failure(attempts: int, max_retries: int | None, now: Instant, config: dict,
+                   cancel_requested_at: float | None = None) -> tuple[JobState, tuple]:
+    """Return (state, _schedule values) after a failed attempt: a retry after its backoff, or dead.
+
+    A job whose cancel was requested is cancelled instead: never retried, never dead.
+    """
+    if cancel_requested_at is not None:
+        return JobState.CANCELLED, (None, None, None, None)
+    limit = config["max-retries"] if max_retries is None else max_retries
+    if attempts > limit:
+        return JobState.DEAD, (None, None, None, None)
+    return JobState.FAILED, schedule(now, backoff_delay(attempts, config["backoff-base"], config["backoff-max"]))
