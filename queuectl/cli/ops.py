@@ -57,14 +57,14 @@ def cancel(app, job_ids, queue, states, wait, as_json):
     finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait)
     report = []
     for r in results:
+        was = r.state.value if r.state else None
         if r.result == "cancelled":
-            report.append({"id": r.job_id, "was": r.state.value, "state": "cancelled", "error": None})
+            state = "cancelled"
         elif r.result == "requested":
             state = finals[r.job_id]
-            report.append({"id": r.job_id, "was": "processing", "state": state, "worker": r.worker, "error": None})
         else:
-            report.append({"id": r.job_id, "was": r.state.value if r.state else None, "state": r.state.value
-                           if r.state else None, "error": r.message})
+            state = was
+        report.append({"id": r.job_id, "was": was, "state": state, "worker": r.worker, "error": r.message})
     if as_json:
         print_json(report)
     else:
