@@ -42,6 +42,8 @@ DB_RETRY = 1.0
 RETENTION_EVERY = 60.0
 #: Seconds between giving freed pages back and cutting the WAL back, at most.
 RECLAIM_EVERY = 10.0
+#: The share of the file that must be free pages before a worker gives them back.
+RECLAIM_FREE = 0.25
 
 
 def _held(job_id: str, why: str) -> bool:
@@ -400,7 +402,7 @@ class Worker:
         if deleted >= PURGE_BATCH:
             self._retention_at = mono  # a backlog: go on at the next turn
         if self._purged and mono >= self._reclaim_at:
-            self.store.reclaim_space(max_pages=16 * PURGE_BATCH)
+            self.store.reclaim_space(max_pages=16 * PURGE_BATCH, min_free=RECLAIM_FREE)
             log.info("retention: deleted %d expired job(s)", self._purged)
             self._purged, self._reclaim_at = 0, mono + RECLAIM_EVERY
 

@@ -675,3 +675,17 @@ def test_reclaim_space_gives_freed_pages_back(store, db):
     assert store.reclaim_space() > 900  # about 4 MB of pages
     assert os.path.getsize(db) < grown - 3_500_000
     assert os.path.getsize(db + "-wal") == 0  # cut back by the TRUNCATE checkpoint
+
+
+def test_reclaim_leaves_a_small_share_of_free_pages_for_reuse(store, db):
+    import os
+
+    for i in range(4):
+        add(store, id=f"j{i}")
+    w = register(store, slots=4)
+    store.claim(w, [], 4, NOW)
+    store.finish(w, [Outcome(f"j{i}", True, 0, None, os.urandom(1_000_000), b"") for i in range(4)], NOW)
+    store.purge({"completed": 0}, NOW + 1, limit=1)  # a quarter of the file freed, less than half
+    assert store.reclaim_space(min_free=0.5) == 0
+    assert os.path.getsize(db + "-wal") == 0  # the checkpoint ran all the same
+    assert store.reclaim_space(min_free=0.1) > 200

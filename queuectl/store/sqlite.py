@@ -709,21 +709,24 @@ class SqliteStore:
                 " OR leases.holder NOT IN (SELECT id FROM workers)",
                 (name, holder, now.wall + ttl, now.wall)).rowcount == 1
 
-    def reclaim_space(self, max_pages: int | None = None) -> int:
+    def reclaim_space(self, max_pages: int | None = None, min_free: float = 0.0) -> int:
         """Give freed pages back to the filesystem and cut the WAL back; return the pages given back.
 
-        Works on databases with incremental auto_vacuum (every one created by queuectl 0.1
-        with schema 4 or later; `vacuum_to_incremental` converts older ones). The WAL
-        checkpoint waits at most a second for readers, so it neither starves nor stalls.
+        Pages go back only once free pages are at least `min_free` of the file (a fraction):
+        while jobs keep coming, the pages that retention frees are soon reused, and moving
+        pages to return them would only cost writes. That needs incremental auto_vacuum
+        (every database created with schema 4 or later; `vacuum_to_incremental` converts
+        older ones). The WAL is checkpointed and truncated either way; the checkpoint waits
+        at most a second for readers, so it neither starves nor stalls the workers.
         """
+        pages = 0
         with self._errors():
-            if self.conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
-                return 0
-            free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
-            pages = free if max_pages is None else min(free, max_pages)
-            if pages:
-                # executescript steps the pragma to its end; execute() would free one page only.
-                self.conn.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+            if self.conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+                free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+                if free and free >= min_free * self.conn.execute("PRAGMA page_count").fetchone()[0]:
+                    pages = free if max_pages is None else min(free, max_pages)
+                    # executescript steps the pragma to its end; execute() would free one page only.
+                    self.conn.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
             self.conn.execute("PRAGMA busy_timeout = 1000")
             try:
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
