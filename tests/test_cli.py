@@ -1029,3 +1029,15 @@ def test_metrics_output_in_a_missing_directory(run_cli, db, populated, tmp_path)
     assert_error(run_cli("metrics", "--output", str(tmp_path / "nope" / "q.prom")), 2, "does not exist")
     assert_error(run_cli("metrics", "--output", ""), 2, "--output is empty")
     assert_error(run_cli("metrics", "--output", str(tmp_path)), 2, "is a directory")
+
+
+def test_status_and_metrics_still_report_when_a_stored_setting_is_broken(run_cli, db, populated):
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT OR REPLACE INTO config (key, value) VALUES ('keep-dead', '\"soon\"')")
+    conn.commit()
+    conn.close()
+    assert run_cli("config", "list").exit_code == 78  # the broken value itself is reported where it is read
+    status = json_only(run_cli("status", "--json"))
+    assert status["retention"]["dead"] == 604800.0  # the default, in place of the broken value
+    assert status["workers"][0]["state"] == "running"
+    assert "queuectl_jobs{" in ok(run_cli("metrics"))

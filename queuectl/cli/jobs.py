@@ -7,7 +7,8 @@ import sys
 import click
 
 from queuectl import clock
-from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table, wake_workers
+from queuectl.cli.common import (json_option, note_truncation, pass_app, print_json, print_table,
+                                  settings_for_reports, wake_workers)
 from queuectl.errors import Conflict, InvalidInput
 from queuectl.jobspec import check_queue, parse_job
 from queuectl.models import JobState, iso, one_line
@@ -51,18 +52,6 @@ def enqueue(app, job, file):
         raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
     click.echo("\n".join(ids))
     wake_workers(store)
-
-
-def _retention(store) -> dict[str, float | None]:
-    """{state: seconds its finished jobs are kept (None: forever)}, as the settings say (defaults if broken)."""
-    from queuectl.errors import InvalidConfig
-    from queuectl.settings import RETENTION
-
-    try:
-        settings = store.settings()
-    except InvalidConfig:
-        settings = store.defaults
-    return {state: settings[key] for state, key in RETENTION.items()}
 
 
 def _read_jobs(file, now):
@@ -168,22 +157,20 @@ def status(app, as_json):
       queuectl status --json
     """
     from queuectl.control import worker_state
-    from queuectl.errors import InvalidConfig
     from queuectl.liveness import heartbeat_age
+    from queuectl.settings import RETENTION
 
     store = app.store()
     counts = {q: {s.value: per.get(s.value, 0) for s in JobState} for q, per in store.counts().items()}
     workers = store.workers()
-    try:
-        stale_after = store.settings()["stale-after"]
-    except InvalidConfig:
-        stale_after = store.defaults["stale-after"]  # status still reports when a setting is broken
+    settings = settings_for_reports(store)
+    stale_after = settings["stale-after"]
     now = clock.now()
     states = {w.name: worker_state(w, now, stale_after) for w in workers}
     totals = {s.value: sum(per[s.value] for per in counts.values()) for s in JobState}
     paused = store.paused_queues()
     oldest = store.oldest_ready(now)
-    retention = _retention(store)
+    retention = {state: settings[key] for state, key in RETENTION.items()}
     from queuectl import units
 
     unit_states = units.show()

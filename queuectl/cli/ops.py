@@ -7,7 +7,7 @@ import time
 import click
 
 from queuectl import clock
-from queuectl.cli.common import json_option, pass_app, print_json, wake_workers
+from queuectl.cli.common import json_option, pass_app, print_json, settings_for_reports, wake_workers
 from queuectl.errors import InvalidInput, QueuectlError
 from queuectl.jobspec import check_queue
 from queuectl.models import JobState
@@ -234,14 +234,10 @@ def metrics(app, output):
     """
     import os
 
-    from queuectl.errors import InvalidConfig
     from queuectl.metrics import render
 
     store = app.store()
-    try:
-        stale_after = store.settings()["stale-after"]
-    except InvalidConfig:
-        stale_after = store.defaults["stale-after"]
+    stale_after = settings_for_reports(store)["stale-after"]
     if output is not None and not output.strip():
         raise InvalidInput("--output is empty: give a file path")
     text = render(store, clock.now(), stale_after)
