@@ -227,6 +227,7 @@ def retention_run(db: str, n: int, keep: str) -> dict:
             samples.append((time.monotonic(), disk_bytes(db)))
 
     sampler = threading.Thread(target=sample)
+    samples.append((time.monotonic(), disk_bytes(db)))
     sampler.start()
     started = time.monotonic()
     try:
@@ -235,6 +236,7 @@ def retention_run(db: str, n: int, keep: str) -> dict:
     finally:
         done.set()
         sampler.join()
+    samples.append((time.monotonic(), disk_bytes(db)))
     elapsed = time.monotonic() - started
     with SqliteStore(db) as store:
         ran = sum(store.run_counts().get("default", {}).values())
