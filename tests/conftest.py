@@ -1,4 +1,5 @@
-"""Shared fixtures: a database path, a Click runner that works on Click 8.1 and 8.2+, and worker processes."""
+"""Shared fixtures: a database path, a Click runner that works on Click 8.1 and 8.2+, worker processes,
+and a real PostgreSQL server that the session starts itself (pg_server, pg_uri, backend_db)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,24 @@ import signal
 import subprocess
 import sys
 import time
+from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner
 
+from pgserver import PgServer  # tests/pgserver.py
 from queuectl.cli import cli
 from queuectl.store import SqliteStore
+
+
+def sqlite_path(tmp_path) -> str:
+    return str(tmp_path / "queue.db")
 
 
 @pytest.fixture
 def db(tmp_path) -> str:
     """Path of a fresh database file (created on first use)."""
-    return str(tmp_path / "queue.db")
+    return sqlite_path(tmp_path)
 
 
 @pytest.fixture
@@ -148,3 +155,49 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {message}")
         time.sleep(interval)
+
+
+def require_postgres() -> None:
+    """Skip unless a PostgreSQL server can be started here (fail instead under CI=true).
+
+    QUEUECTL_TEST_POSTGRES=skip skips everywhere, CI included: the Debian package build has no server.
+    """
+    if os.environ.get("QUEUECTL_TEST_POSTGRES") == "skip":
+        pytest.skip("QUEUECTL_TEST_POSTGRES=skip")
+    require(PgServer.missing(), "postgresql")
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One PostgreSQL server for the whole session (tests/pgserver.py), removed at its end."""
+    require_postgres()
+    server = PgServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def pg_uri(pg_server) -> str:
+    """URI of a fresh database on pg_server (superuser, TCP); dropped after the test, connections or not."""
+    if not pg_server.running():  # an earlier test stopped or killed it
+        pg_server.start()
+    uri = pg_server.create_database()
+    yield uri
+    try:
+        pg_server.drop_database(unquote(uri.rsplit("/", 1)[1]), force=True)
+    except Exception:  # the server may be down after a crash test; cleanup removes it all anyway
+        pass
+
+
+@pytest.fixture(params=["sqlite", "postgresql"], ids=["sqlite", "postgresql"])
+def backend_db(request, tmp_path) -> str:
+    """A fresh database on each backend in turn: a SQLite file path, then a PostgreSQL URI.
+
+    A module runs against both with `@pytest.fixture def db(backend_db): return backend_db`.
+    """
+    if request.param == "sqlite":
+        return sqlite_path(tmp_path)
+    return request.getfixturevalue("pg_uri")

@@ -1,0 +1,382 @@
+"""A real, throwaway PostgreSQL server that the test session starts itself (initdb + pg_ctl).
+
+The server lives in a fresh directory under /tmp: its data directory, its log and its Unix socket.
+It listens on 127.0.0.1 on a free port and on that socket, with settings for tests (fsync off) and
+trust authentication, except for the role `qpass`, which must give its password ('s3cret-pw') over
+TCP. Run as root, initdb and pg_ctl run as the system user postgres (initdb refuses root).
+
+    server = PgServer()
+    server.start()
+    uri = server.create_database()   # postgresql://postgres@127.0.0.1:PORT/qtest_...
+    ...
+    server.cleanup()
+
+psycopg is imported only when a server is used, so that this module imports without it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+SERVER_USER = "postgres"  # the system user that runs the server when the tests run as root
+READY_TIMEOUT = 30.0
+# Longest socket path libpq and the server accept is 107 bytes; leave room for ".s.PGSQL.65535".
+MAX_SOCKET_DIR = 90
+
+
+def _version_key(bindir: str) -> tuple[int, ...]:
+    name = Path(bindir).parent.name
+    return tuple(int(part) for part in name.split(".") if part.isdigit())
+
+
+def find_bindir() -> Path | None:
+    """The directory holding initdb and pg_ctl: the highest version under /usr/lib/postgresql, else pg_config's."""
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version_key, reverse=True)
+    try:
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            candidates.append(out.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for bindir in candidates:
+        if all(os.access(Path(bindir) / tool, os.X_OK) for tool in ("initdb", "pg_ctl", "postgres")):
+            return Path(bindir)
+    return None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the kernel's pick for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pid_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (the postmaster's server processes)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+class PgServer:
+    """One PostgreSQL server in its own temporary directory; see the module's docstring."""
+
+    host = "127.0.0.1"
+    superuser = "postgres"
+    password_role = "qpass"
+    password = "s3cret-pw"
+    _names = itertools.count(1)
+
+    @staticmethod
+    def missing() -> str | None:
+        """Why a server cannot be started here (with the package that fixes it), or None if it can."""
+        if find_bindir() is None:
+            return "the PostgreSQL server binaries (initdb, pg_ctl) are not installed (apt-get install postgresql)"
+        if os.geteuid() == 0:
+            try:
+                pwd.getpwnam(SERVER_USER)
+            except KeyError:
+                return (f"running as root, the server must run as the system user {SERVER_USER},"
+                        " which does not exist (apt-get install postgresql creates it)")
+            if shutil.which("runuser") is None:
+                return "running as root needs runuser to start the server as postgres (apt-get install util-linux)"
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as e:
+            if "libpq" in str(e):
+                return f"psycopg cannot load libpq (apt-get install libpq5): {e}".replace("\n", " ")
+            return f"psycopg is not importable (pip install psycopg): {e}".replace("\n", " ")
+        return None
+
+    def __init__(self, base: Path | None = None):
+        """`base`: where the server's temporary directory is made (default /tmp); nothing starts yet."""
+        self.base = Path(base) if base is not None else Path("/tmp")
+        self.dir: Path | None = None  # the temporary directory: data/, server.log, the socket
+        self.data: Path | None = None
+        self.log: Path | None = None
+        self.socket_dir: str | None = None
+        self.port: int | None = None
+        self.bindir: Path | None = None
+        self._socket_tmp: Path | None = None  # a separate socket directory when self.dir is too long
+        self._as_root = os.geteuid() == 0
+        self._owner_pid = os.getpid()
+        self._atexit = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> "PgServer":
+        """Create the cluster on first use, start the server and wait until it accepts connections.
+
+        After `stop()` or `kill()` this starts the same cluster again (crash recovery after a kill),
+        on the same port.
+        """
+        if self.data is None:
+            self._init()
+            for attempt in range(3):
+                try:
+                    self._pg_ctl("start")
+                    break
+                except RuntimeError:
+                    # Another process may have taken the port between free_port() and the bind.
+                    if attempt == 2 or "could not bind" not in self.log_tail():
+                        raise
+                    self.port = free_port()
+                    self._write_settings()
+            self._wait_ready()
+            self._create_password_role()
+        else:
+            self._pg_ctl("start")
+            self._wait_ready()
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        """`pg_ctl stop -m MODE` (smart, fast or immediate), waiting until the server is down."""
+        self._pg_ctl("stop", "-m", mode)
+
+    def restart(self, mode: str = "fast") -> None:
+        """`pg_ctl restart -m MODE`, then wait until it accepts connections again (same port, same data)."""
+        self._pg_ctl("restart", "-m", mode)
+        self._wait_ready()
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster and its server processes at once, as a crash would; `start()` recovers."""
+        pid = self.postmaster_pid()
+        if pid is None:
+            return
+        victims = [pid, *_children(pid)]
+        for p in victims:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        # Wait until every one is dead: a new postmaster refuses shared memory still attached.
+        deadline = time.monotonic() + READY_TIMEOUT
+        while any(_pid_alive(p) for p in victims):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server processes still alive {READY_TIMEOUT} s after SIGKILL: {victims}")
+            time.sleep(0.02)
+        # The dead postmaster may stay a zombie for a while (until init reaps it: over a second on
+        # some VMs); a new postmaster and pg_ctl would take its lock files for a live server's.
+        if Path(f"/proc/{pid}").exists():
+            (self.data / "postmaster.pid").unlink(missing_ok=True)
+            Path(self.socket_dir, f".s.PGSQL.{self.port}.lock").unlink(missing_ok=True)
+
+    def running(self) -> bool:
+        """True while the postmaster of this server is alive."""
+        return self.postmaster_pid() is not None
+
+    def cleanup(self) -> None:
+        """Stop the server (immediate, or SIGKILL if that fails) and remove its directory. Idempotent."""
+        if os.getpid() != self._owner_pid or self.dir is None:
+            return
+        if self.running():
+            try:
+                self.stop("immediate")
+            except (RuntimeError, subprocess.SubprocessError):
+                pass
+            self.kill()  # whatever stop left (nothing, normally)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if self._socket_tmp is not None:
+            shutil.rmtree(self._socket_tmp, ignore_errors=True)
+        self.dir = self.data = self.log = self._socket_tmp = None
+
+    def __enter__(self) -> "PgServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.cleanup()
+
+    # -- using it --------------------------------------------------------------------------------
+
+    def uri(self, dbname: str, user: str = "postgres", password: str | None = None) -> str:
+        """`postgresql://USER[:PASSWORD]@127.0.0.1:PORT/DBNAME` (TCP)."""
+        from urllib.parse import quote
+
+        auth = quote(user, safe="")
+        if password is not None:
+            auth += ":" + quote(password, safe="")
+        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(dbname, safe='')}"
+
+    def connect(self, dbname: str = "postgres", user: str = "postgres", **kw):
+        """A psycopg connection over TCP (autocommit unless told otherwise)."""
+        import psycopg
+
+        kw.setdefault("autocommit", True)
+        kw.setdefault("connect_timeout", 10)
+        return psycopg.connect(host=self.host, port=self.port, dbname=dbname, user=user, **kw)
+
+    def sql(self, statement: str, dbname: str = "postgres", params=None) -> list[tuple]:
+        """Run one statement as the superuser (autocommit); its rows, or [] if it returns none."""
+        with self.connect(dbname) as conn:
+            cur = conn.execute(statement, params)
+            return cur.fetchall() if cur.description is not None else []
+
+    def create_database(self, name: str | None = None, owner: str = "postgres") -> str:
+        """Create a fresh database (a unique name unless `name` is given) owned by `owner`.
+
+        Returns its TCP URI for the superuser; `uri(name, user, password)` gives another role's.
+        """
+        from psycopg import sql
+
+        if name is None:
+            name = f"qtest_{os.getpid()}_{next(self._names)}_{uuid.uuid4().hex[:8]}"
+        with self.connect() as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(owner)))
+        return self.uri(name)
+
+    def drop_database(self, name: str, force: bool = True) -> None:
+        """DROP DATABASE IF EXISTS, by default WITH (FORCE): connected sessions are ended first."""
+        from psycopg import sql
+
+        query = sql.SQL("DROP DATABASE IF EXISTS {}" + (" WITH (FORCE)" if force else "")).format(sql.Identifier(name))
+        with self.connect() as conn:
+            conn.execute(query)
+
+    def postmaster_pid(self) -> int | None:
+        """The postmaster's pid from postmaster.pid, if that process is alive."""
+        if self.data is None:
+            return None
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return None
+        return pid if _pid_alive(pid) else None
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server's log."""
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except (OSError, AttributeError):
+            return "(no server log)"
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _run(self, tool: str, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run a server binary, as the postgres user when we are root, from the server's directory."""
+        cmd = [str(self.bindir / tool), *args]
+        if self._as_root:
+            cmd = ["runuser", "-u", SERVER_USER, "--", *cmd]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        env["LC_ALL"] = "C"
+        proc = subprocess.run(cmd, cwd=self.dir, env=env, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{tool} {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}\n"
+                               f"server log ({self.log}):\n{self.log_tail()}")
+        return proc
+
+    def _pg_ctl(self, action: str, *args: str) -> None:
+        self._run("pg_ctl", action, "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(int(READY_TIMEOUT)),
+                  *args, timeout=READY_TIMEOUT + 30)
+
+    def _init(self) -> None:
+        self.bindir = find_bindir()
+        if self.bindir is None:
+            raise RuntimeError(self.missing() or "no PostgreSQL binaries")
+        self.dir = Path(tempfile.mkdtemp(prefix="pgq.", dir=self.base))
+        self._register_atexit()
+        os.chmod(self.dir, 0o755)
+        if len(str(self.dir)) <= MAX_SOCKET_DIR:
+            self.socket_dir = str(self.dir)
+        else:
+            self._socket_tmp = Path(tempfile.mkdtemp(prefix="pgq.", dir="/tmp"))
+            os.chmod(self._socket_tmp, 0o755)
+            self.socket_dir = str(self._socket_tmp)
+        self.data = self.dir / "data"
+        self.log = self.dir / "server.log"
+        self.log.touch()
+        if self._as_root:
+            server_user = pwd.getpwnam(SERVER_USER)
+            for path in filter(None, (self.dir, self.log, self._socket_tmp)):
+                os.chown(path, server_user.pw_uid, server_user.pw_gid)
+            probe = subprocess.run(["runuser", "-u", SERVER_USER, "--", "test", "-w", str(self.dir)])
+            if probe.returncode != 0:
+                raise RuntimeError(f"the user {SERVER_USER} cannot reach {self.dir}: use a base directory it can enter")
+        self._run("initdb", "-D", str(self.data), "-U", self.superuser, "--auth=trust",
+                  "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions")
+        (self.data / "pg_hba.conf").write_text(
+            "# queuectl tests: trust, except qpass, which must give its password over TCP\n"
+            "local all all trust\n"
+            f"host all {self.password_role} 127.0.0.1/32 scram-sha-256\n"
+            "host all all 127.0.0.1/32 trust\n"
+        )
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.write("\n# queuectl tests (tests/pgserver.py)\ninclude_if_exists = 'queuectl_test.conf'\n")
+        self.port = free_port()
+        self._write_settings()
+
+    def _write_settings(self) -> None:
+        settings = self.data / "queuectl_test.conf"
+        settings.write_text(
+            f"port = {self.port}\n"
+            "listen_addresses = '127.0.0.1'\n"
+            f"unix_socket_directories = '{self.socket_dir}'\n"
+            "fsync = off\n"
+            "full_page_writes = off\n"
+            "max_connections = 200\n"
+            "password_encryption = 'scram-sha-256'\n"
+        )
+        if self._as_root:
+            server_user = pwd.getpwnam(SERVER_USER)
+            for path in (settings, self.data / "pg_hba.conf", self.data / "postgresql.conf"):
+                os.chown(path, server_user.pw_uid, server_user.pw_gid)
+
+    def _wait_ready(self) -> None:
+        """Until a connection succeeds, up to READY_TIMEOUT seconds (pg_ctl -w has mostly waited already)."""
+        import psycopg
+
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            try:
+                with self.connect(connect_timeout=2) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.OperationalError as e:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server accepts no connections after {READY_TIMEOUT} s: {e}\n"
+                                       f"server log ({self.log}):\n{self.log_tail()}") from e
+                time.sleep(0.1)
+
+    def _create_password_role(self) -> None:
+        from psycopg import sql
+
+        with self.connect() as conn:
+            conn.execute("SET password_encryption = 'scram-sha-256'")
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(self.password_role), sql.Literal(self.password)))
+
+    def _register_atexit(self) -> None:
+        # A session that dies without its teardown (an error in a fixture, Ctrl-C) still stops the server.
+        if not self._atexit:
+            atexit.register(self.cleanup)
+            self._atexit = True
