@@ -280,6 +280,12 @@ class Runner:
         self._sel.register(fd, selectors.EVENT_READ, ("wake", None))
         self._wake_fds.add(fd)
 
+    def remove_wake_fd(self, fd: int) -> None:
+        """Stop watching `fd` (it may be closed already)."""
+        if fd in self._wake_fds:
+            self._wake_fds.discard(fd)
+            self._sel.unregister(fd)
+
     def start(self, key: Hashable, command: str, *, cwd: str | None = None, timeout: float | None = None,
               env: dict[str, str] | None = None) -> RunningJob | None:
         """Start `command` under /bin/sh; return the RunningJob, or None if it could not start.

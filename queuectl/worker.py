@@ -24,7 +24,7 @@ from queuectl.notify import Notifier
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import drain, on_stop
 from queuectl.wake import listen as listen_for_pokes
-from queuectl.store import PURGE_BATCH, Outcome, SqliteStore, WorkerGone
+from queuectl.store import PURGE_BATCH, Outcome, Store, WorkerGone
 
 log = logging.getLogger("queuectl.worker")
 
@@ -79,17 +79,18 @@ class Worker:
 
     `slots` is how many jobs run at once; `queues` limits claiming (empty: every queue);
     `burst` exits once no job is ready, waiting for a retry, running here, or held by a
-    dead or stale worker. `clock` gives Unix seconds, `monotonic` CLOCK_MONOTONIC seconds
-    (timers, liveness and due times: see queuectl.clock); both injectable.
+    dead or stale worker. `clock` gives Unix seconds (default: the store's clock, which on
+    PostgreSQL is the server's), `monotonic` CLOCK_MONOTONIC seconds (timers, liveness and
+    due times: see queuectl.clock); both injectable.
     """
 
-    store: SqliteStore
+    store: Store
     name: str
     slots: int = 1
     queues: Sequence[str] = ()
     burst: bool = False
     unit: str | None = None
-    clock: Callable[[], float] = time.time
+    clock: Callable[[], float] | None = None
     monotonic: Callable[[], float] = time.monotonic
     worker_id: int | None = None
     stats: Stats = field(default_factory=Stats)
@@ -98,6 +99,8 @@ class Worker:
 
     def __post_init__(self) -> None:
         check_name(self.name)
+        if self.clock is None:
+            self.clock = self.store.clock
         if self.slots < 1:
             raise InvalidInput("a worker needs at least 1 slot")
         self.config = self._load_settings()
@@ -106,6 +109,7 @@ class Worker:
         self._unrecorded: list = []  # (job id, RunResult) of ended jobs not yet written
         self._draining_recorded = False
         self._poke = None  # the wake-up socket (queuectl.wake)
+        self._wakeups = None  # the store's wake-up source (PostgreSQL's LISTEN), if any
         self._env = JobEnvironment()
         self._unrecorded_groups: dict = {}  # job id -> RunningJob whose group is not yet in the database
         self._watch = liveness.Watch()
@@ -236,6 +240,8 @@ class Worker:
                 drain(wake)
                 if self._poke is not None:
                     drain(self._poke)
+                if self._wakeups is not None:
+                    self._wakeups.take()
                 self._look_for_cancels = True
             if finished:
                 self._unrecorded.extend(finished)
@@ -265,9 +271,23 @@ class Worker:
         self.notifier.watchdog()  # only after the database took the heartbeat
         self._look_for_cancels = True
         self._note_gap(now)
+        self._listen()
         self._reload_settings()
         self.recover_lost()
+        self.store.maintain(self.worker_id)
         return True
+
+    def _listen(self) -> None:
+        """Keep the store's wake-up source in the runner's select(): opened again after it broke."""
+        source = self.store.wakeup_source()
+        if source is self._wakeups:
+            return
+        if self._wakeups is not None:
+            self.runner.remove_wake_fd(self._wakeups_fd)
+        self._wakeups = source
+        if source is not None:
+            self._wakeups_fd = source.fileno()
+            self.runner.add_wake_fd(self._wakeups_fd)
 
     def _declared_dead(self) -> int:
         log.error("worker %s was declared dead by another worker and its jobs were recovered; exiting",

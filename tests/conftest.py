@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from pgserver import PgServer  # tests/pgserver.py
 from queuectl.cli import cli
-from queuectl.store import SqliteStore
+from queuectl.store import open_store
 
 
 def sqlite_path(tmp_path) -> str:
@@ -32,7 +32,7 @@ def db(tmp_path) -> str:
 
 @pytest.fixture
 def store(db):
-    s = SqliteStore(db)
+    s = open_store(db)
     yield s
     s.close()
 

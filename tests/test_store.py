@@ -1,19 +1,25 @@
-"""The store against real SQLite files: states, claiming, ownership, recovery, settings, schema."""
+"""The store on both engines (a real SQLite file, a real PostgreSQL server): states, claiming,
+ownership, recovery, settings. What only one engine has is tested in test_store_sqlite.py and
+test_postgres.py."""
 
-import sqlite3
 import threading
 import time
 
 import pytest
 
 from queuectl.clock import Instant, instant
-from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
+from queuectl.errors import Conflict, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import parse_job
 from queuectl.models import JobState
-from queuectl.schema import APPLICATION_ID, SCHEMA_VERSION
-from queuectl.store import DuplicateJob, Outcome, SqliteStore, WorkerGone
+from queuectl.store import DuplicateJob, Outcome, WorkerGone, open_store
 
 NOW = 1_000_000.0
+
+
+@pytest.fixture
+def db(backend_db):
+    """Each test runs on SQLite and on PostgreSQL."""
+    return backend_db
 
 
 def add(store, now=NOW, **fields):
@@ -38,40 +44,9 @@ def bad(job_id, code=1):
     return Outcome(job_id, False, code, f"exit code {code}", b"", b"boom")
 
 
-def test_new_database_is_versioned_wal_and_marked(db):
-    SqliteStore(db).close()
-    conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental: freed pages can be returned
-
-
-def test_a_new_database_opened_while_another_process_holds_a_lock_waits_for_it(db):
-    # Switching to WAL takes an exclusive lock and SQLite runs no busy handler for it: two
-    # workers opening a new database at once saw "database is locked" before the store waited.
-    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN IMMEDIATE")  # a write lock, in rollback mode: what another opener holds
-    releaser = threading.Timer(0.3, holder.execute, ("COMMIT",))
-    releaser.start()
-    started = time.monotonic()
-    try:
-        SqliteStore(db).close()
-    finally:
-        releaser.join()
-        holder.close()
-    assert time.monotonic() - started >= 0.25  # it waited for the lock rather than failing
-    assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-
-
-def test_enqueue_commits_with_synchronous_full_and_workers_with_normal(db):
-    assert SqliteStore(db).conn.execute("PRAGMA synchronous").fetchone()[0] == 2
-    assert SqliteStore(db, durable=False).conn.execute("PRAGMA synchronous").fetchone()[0] == 1
-
-
 def test_enqueued_job_is_visible_from_a_new_connection(store, db):
     add(store, id="a", command="echo 1", queue="q", priority=5, max_retries=2, timeout=3, cwd="/")
-    job = SqliteStore(db).get_job("a")
+    job = open_store(db).get_job("a")
     assert (job.state, job.queue, job.priority, job.max_retries, job.timeout, job.cwd, job.attempts) == (
         JobState.PENDING, "q", 5, 2, 3.0, "/", 0)
 
@@ -114,29 +89,14 @@ def test_claim_respects_limit_and_queues(store):
     assert store.claim(w, [], 0, NOW) == []
 
 
-def test_claim_and_has_work_read_the_ready_index_in_order(store):
-    statements: list[str] = []
-    store.conn.set_trace_callback(statements.append)  # SQL with its parameters filled in
-    w = register(store)
-    store.claim(w, ["a"], 1, NOW)
-    store.has_work([], NOW)
-    store.conn.set_trace_callback(None)
-    checked = [sql for sql in statements if "jobs_ready" in sql]
-    assert len(checked) == 2
-    for sql in checked:
-        plan = " | ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + sql))
-        # Covering: the due-time, state and queue filters read the index alone, not each row.
-        assert "USING COVERING INDEX jobs_ready" in plan and "TEMP B-TREE" not in plan, plan
-
-
 def test_two_connections_never_claim_the_same_job(db):
-    s = SqliteStore(db)
+    s = open_store(db)
     s.enqueue([parse_job(f'{{"id":"j{i}","command":"x"}}', NOW) for i in range(400)], NOW)
     results: dict[int, list[str]] = {}
     together = threading.Barrier(2)
 
     def drain(n):
-        store = SqliteStore(db, durable=False)
+        store = open_store(db, durable=False)
         wid = register(store, name=f"w{n}")
         got = results.setdefault(n, [])
         together.wait()  # both connections claim at the same time
@@ -249,7 +209,7 @@ def test_a_worker_that_beat_since_it_was_judged_keeps_its_jobs(store):
     assert store.get_job("a").state == JobState.PROCESSING
     assert store.worker_by_name("w1").seen == (judged.beats + 1, NOW + 100)
     # A worker of version 2 beats without counting: its heartbeat time still tells.
-    store.conn.execute("UPDATE workers SET heartbeat_at = ?", (NOW + 105,))
+    store.c.execute("UPDATE workers SET heartbeat_at = ?", (NOW + 105,))
     assert store.recover(w, (judged.beats + 1, NOW + 100), NOW + 106) == []
     assert store.recover(w, (judged.beats + 1, NOW + 105), NOW + 106) == [("a", JobState.FAILED)]
 
@@ -258,7 +218,7 @@ def test_jobs_whose_worker_row_is_gone_are_recovered_as_orphans(store):
     add(store, id="a")
     w = register(store)
     store.claim(w, [], 1, NOW)
-    store.conn.execute("DELETE FROM workers")  # as a crash between two statements of an old version might
+    store.c.execute("DELETE FROM workers")  # as a crash between two statements of an old version might
     [orphan] = store.orphaned_jobs()
     assert (orphan.job_id, orphan.host) == ("a", None)
     assert store.recover(None, None, NOW) == [("a", JobState.FAILED)]
@@ -352,16 +312,6 @@ def test_a_long_delay_is_not_cut_short_by_a_reader_whose_clock_is_behind(store):
     assert _ready(store, Instant(NOW + 86400, 5.0, "boot-b"))
 
 
-def test_a_reschedule_by_an_older_queuectl_falls_back_to_the_wall_clock(store):
-    _failed_once(store, Instant(NOW, 100.0, A))
-    # A version-2 worker rewrites run_at alone (a later retry); the monotonic due time it
-    # leaves behind must not make the job due early.
-    store.conn.execute("UPDATE jobs SET run_at = ? WHERE id = 'r'", (NOW + 60,))
-    assert tuple(store.conn.execute("SELECT delay, due_boot, due_mono FROM jobs").fetchone()) == (None, None, None)
-    assert not _ready(store, Instant(NOW + 10, 200.0, A))
-    assert _ready(store, Instant(NOW + 60, 200.0, A))
-
-
 def test_an_absolute_run_at_stays_absolute(store):
     add(store, id="at", run_at="1970-01-12T13:56:40Z", now=Instant(NOW, 10.0, A))  # NOW + 600
     assert store.get_job("at").run_at == NOW + 600
@@ -439,7 +389,7 @@ def test_counts_kept_by_triggers_match_the_rows(store):
     store.finish(w, [ok(j.id) if i % 3 else bad(j.id) for i, j in enumerate(jobs[:15])], NOW)
     store.requeue(w, [jobs[15].id], NOW)
     actual: dict = {}
-    for queue, state, n in store.conn.execute("SELECT queue, state, count(*) FROM jobs GROUP BY 1, 2"):
+    for queue, state, n in store.c.execute("SELECT queue, state, count(*) FROM jobs GROUP BY 1, 2"):
         actual.setdefault(queue, {})[state] = n
     assert store.counts() == actual
 
@@ -466,65 +416,10 @@ def test_settings_defaults_set_and_consistency(store):
     assert store.settings()["heartbeat-interval"] == 5.0
 
 
-def test_a_stored_setting_broken_by_hand_is_invalid_config(store, db):
-    sqlite3.connect(db, isolation_level=None).execute("INSERT INTO config VALUES ('max-retries', '\"lots\"')")
+def test_a_stored_setting_broken_by_hand_is_invalid_config(store):
+    store.c.execute("INSERT INTO config VALUES ('max-retries', '\"lots\"')")
     with pytest.raises(InvalidConfig, match="max-retries"):
         store.settings()
-
-
-def test_not_a_database_and_other_programs_databases_are_refused(tmp_path):
-    junk = tmp_path / "junk.db"
-    junk.write_bytes(b"\x00garbage" * 200)
-    with pytest.raises(InvalidInput, match="not a queuectl database"):
-        SqliteStore(str(junk))
-    other = tmp_path / "other.db"
-    sqlite3.connect(other).execute("CREATE TABLE t (x)")
-    before = other.read_bytes()
-    with pytest.raises(InvalidInput, match="another program"):
-        SqliteStore(str(other))
-    assert other.read_bytes() == before
-
-
-def test_a_newer_schema_is_refused(db):
-    SqliteStore(db).close()
-    sqlite3.connect(db, isolation_level=None).execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    with pytest.raises(DatabaseError, match="newer"):
-        SqliteStore(db)
-
-
-def test_missing_directory_is_refused(tmp_path):
-    with pytest.raises(InvalidInput, match="does not exist"):
-        SqliteStore(str(tmp_path / "nope" / "q.db"))
-
-
-def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
-    from queuectl.schema import MIGRATIONS
-    from queuectl.store.sqlite import _statements
-
-    conn = sqlite3.connect(db, isolation_level=None)
-    for statement in _statements(MIGRATIONS[1]):
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("INSERT INTO jobs (id, queue, command, state, run_at, created_at, updated_at)"
-                 " VALUES ('old', 'default', 'true', 'pending', 0, 0, 0)")
-    conn.execute("INSERT INTO jobs (id, queue, command, state, run_at, created_at, updated_at, exit_code)"
-                 " VALUES ('done', 'default', 'echo hi', 'completed', 0, 0, 0, 0)")
-    conn.execute("INSERT INTO job_output (seq, stdout, stderr) VALUES (2, x'6869', x'')")
-    conn.close()
-    store = SqliteStore(db)
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
-    assert store.get_job("old").state == JobState.PENDING
-    assert store.get_job("done", output=True).stdout == b"hi"  # the table rebuild kept its output
-    assert store.counts() == {"default": {"pending": 1, "completed": 1}}
-    assert store.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-    assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    w = register(store, now=Instant(NOW, 7.0, A))
-    store.mark_draining(w, NOW)
-    assert store.worker_by_name("w1").draining_since == NOW
-    assert store.worker_by_name("w1").heartbeat_mono == 7.0
-    # A job scheduled before version 3 keeps its wall-clock due time (run_at 0: due).
-    assert [j.id for j in store.claim(w, [], 1, Instant(NOW, 7.0, A))] == ["old"]
 
 
 def test_a_silent_retry_does_not_keep_the_previous_attempts_output(store):
@@ -612,10 +507,14 @@ def test_run_outcomes_are_counted_and_survive_the_jobs(store):
     store.cancel(["gone"], NOW)
     store.finish(w, [ok("ok"), bad("retry"), bad("dead"), bad("gone")], NOW)
     store.recover(w, store.worker_by_name("w1").seen, NOW)
-    runs = dict(store.conn.execute("SELECT outcome, n FROM job_runs WHERE queue = 'default'").fetchall())
-    assert runs == {"completed": 1, "failed": 1, "dead": 1, "cancelled": 1, "recovered": 1}
-    store.conn.execute("DELETE FROM jobs")
-    assert store.conn.execute("SELECT sum(n) FROM job_runs").fetchone()[0] == 5
+    assert store.run_counts() == {"default": {"completed": 1, "failed": 1, "dead": 1, "cancelled": 1,
+                                              "recovered": 1}}
+    store.c.execute("DELETE FROM jobs")
+    assert store.counts() == {}
+    assert sum(store.run_counts()["default"].values()) == 5
+    store.maintain(w)  # on PostgreSQL, folds the counters' deltas: the totals stay
+    assert store.counts() == {}
+    assert sum(store.run_counts()["default"].values()) == 5
 
 
 # -- retention ----------------------------------------------------------------------------------------------
@@ -643,7 +542,7 @@ def test_purge_deletes_old_finished_jobs_only(store):
     assert store.purge(ages, NOW + 11) == 1
     assert sorted(j.id for j in store.list_jobs()) == ["f1", "p1"]  # failed and pending stay
     assert store.counts() == {"q": {"failed": 1}, "default": {"pending": 1}}
-    assert store.conn.execute("SELECT count(*) FROM job_output").fetchone()[0] == 1  # only f1's is left
+    assert store.c.execute("SELECT count(*) FROM job_output").fetchone()[0] == 1  # only f1's is left
     assert store.run_counts() == {"other": {"completed": 1},  # counters outlive the jobs
                                   "q": {"cancelled": 1, "completed": 1, "dead": 1, "failed": 1}}
     with pytest.raises(InvalidInput, match="not failed"):
@@ -662,30 +561,3 @@ def test_one_retention_lease_holder_at_a_time(store):
     assert store.take_lease("retention", a, NOW + 92, 60)  # its holder is gone
 
 
-def test_reclaim_space_gives_freed_pages_back(store, db):
-    import os
-
-    add(store, id="big", command="true")
-    w = register(store)
-    store.claim(w, [], 1, NOW)
-    store.finish(w, [Outcome("big", True, 0, None, os.urandom(4_000_000), b"")], NOW)
-    store.reclaim_space()
-    grown = os.path.getsize(db)
-    assert store.purge({"completed": 0}, NOW + 1) == 1
-    assert store.reclaim_space() > 900  # about 4 MB of pages
-    assert os.path.getsize(db) < grown - 3_500_000
-    assert os.path.getsize(db + "-wal") == 0  # cut back by the TRUNCATE checkpoint
-
-
-def test_reclaim_leaves_a_small_share_of_free_pages_for_reuse(store, db):
-    import os
-
-    for i in range(4):
-        add(store, id=f"j{i}")
-    w = register(store, slots=4)
-    store.claim(w, [], 4, NOW)
-    store.finish(w, [Outcome(f"j{i}", True, 0, None, os.urandom(1_000_000), b"") for i in range(4)], NOW)
-    store.purge({"completed": 0}, NOW + 1, limit=1)  # a quarter of the file freed, less than half
-    assert store.reclaim_space(min_free=0.5) == 0
-    assert os.path.getsize(db + "-wal") == 0  # the checkpoint ran all the same
-    assert store.reclaim_space(min_free=0.1) > 200

@@ -11,7 +11,7 @@ import click
 from queuectl import conffile
 from queuectl.conffile import SiteConfig
 from queuectl.errors import InvalidConfig, InvalidInput, PermissionDenied
-from queuectl.store import SqliteStore, default_db_path
+from queuectl.store import Store, default_db_path, is_uri, open_store
 
 
 class HelpGroup(click.Group):
@@ -44,10 +44,10 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON o
 
 @dataclass
 class App:
-    """The context object: the database path and where it came from, and the store once opened.
+    """The context object: the database (a SQLite path or a PostgreSQL URI), where it came from, and the store.
 
-    The path is --db, else QUEUECTL_DB, else `db` in /etc/queuectl/queuectl.conf, else the
-    XDG default. A path that cannot be used is bad input when given as an option (exit 2)
+    The database is --db, else QUEUECTL_DB, else `db` in /etc/queuectl/queuectl.conf, else
+    the XDG default. One that cannot be used is bad input when given as an option (exit 2)
     but a configuration error when it came from the environment (a unit's environment
     file) or the configuration file (exit 78).
     """
@@ -55,7 +55,7 @@ class App:
     db: str | None
     db_source: str = "option"
     _site: SiteConfig | None = field(default=None, repr=False)
-    _store: SqliteStore | None = field(default=None, repr=False)
+    _store: Store | None = field(default=None, repr=False)
 
     def site(self) -> SiteConfig:
         """The site configuration file's contents (read once; raises InvalidConfig)."""
@@ -64,7 +64,7 @@ class App:
         return self._site
 
     def db_path(self) -> str:
-        """Return the database path in force."""
+        """Return the database in force: a SQLite path or a PostgreSQL URI."""
         if self.db:
             return self.db
         site = self.site()
@@ -74,14 +74,14 @@ class App:
         self.db_source = "default"
         return default_db_path()
 
-    def store(self, durable: bool = True) -> SqliteStore:
+    def store(self, durable: bool = True) -> Store:
         """Open the database (creating it, and the default directory, on first use)."""
         if self._store is None:
             path = self.db_path()
             if self.db_source == "default":
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
-                self._store = SqliteStore(path, durable=durable, defaults=self.site().defaults)
+                self._store = open_store(path, durable=durable, defaults=self.site().defaults)
             except PermissionDenied:
                 raise
             except InvalidInput as e:
@@ -103,7 +103,7 @@ class App:
 pass_app = click.make_pass_decorator(App)
 
 
-def settings_for_reports(store: SqliteStore) -> dict:
+def settings_for_reports(store: Store) -> dict:
     """The settings in force, or their defaults when a stored one is broken (reports still report)."""
     try:
         return store.settings()
@@ -124,7 +124,7 @@ def print_table(headers: list[str], rows: list[list]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
-def note_truncation(store: SqliteStore, shown: int, limit: int, state: str | None, queue: str | None) -> None:
+def note_truncation(store: Store, shown: int, limit: int, state: str | None, queue: str | None) -> None:
     """Say on stderr when --limit cut a listing short (counts come from the kept totals: no scan)."""
     if shown < limit:
         return
@@ -134,8 +134,11 @@ def note_truncation(store: SqliteStore, shown: int, limit: int, state: str | Non
         click.echo(f"({shown} of {total} jobs shown; use --limit for more)", err=True)
 
 
-def wake_workers(store: SqliteStore) -> None:
-    """Tell this host's workers that jobs are ready (after the commit), so idle ones claim at once."""
-    from queuectl import procs, wake
+def wake_workers(store: Store) -> None:
+    """Tell idle workers that jobs are ready (after the commit), so that they claim at once."""
+    store.wake_workers()
 
-    wake.poke(pid for pid, boot in store.worker_pids(procs.hostname()) if procs.same_boot(boot))
+
+def is_postgres(app: App) -> bool:
+    """Return True if the database in force is a PostgreSQL URI."""
+    return is_uri(app.db_path())

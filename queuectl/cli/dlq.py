@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from queuectl import clock
 from queuectl.cli.common import HelpGroup, json_option, note_truncation, pass_app, print_json, print_table, wake_workers
 from queuectl.models import JobState, iso, one_line
 
@@ -54,7 +53,7 @@ def retry(app, job_ids):
       queuectl dlq retry job1
     """
     store = app.store()
-    store.dlq_retry(list(job_ids), clock.now())
+    store.dlq_retry(list(job_ids), store.now())
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
     wake_workers(store)

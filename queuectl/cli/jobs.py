@@ -44,7 +44,7 @@ def enqueue(app, job, file):
         jobs, lines = _read_jobs(file, now.wall)
     store = app.store()
     try:
-        ids = store.enqueue(jobs, now)
+        ids = store.enqueue(jobs, store.now())
     except DuplicateJob as e:
         if lines is None:
             raise
@@ -165,7 +165,7 @@ def status(app, as_json):
     workers = store.workers()
     settings = settings_for_reports(store)
     stale_after = settings["stale-after"]
-    now = clock.now()
+    now = store.now()
     states = {w.name: worker_state(w, now, stale_after) for w in workers}
     totals = {s.value: sum(per[s.value] for per in counts.values()) for s in JobState}
     paused = store.paused_queues()

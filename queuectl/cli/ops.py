@@ -6,7 +6,6 @@ import time
 
 import click
 
-from queuectl import clock
 from queuectl.cli.common import json_option, pass_app, print_json, settings_for_reports, wake_workers
 from queuectl.errors import InvalidInput, QueuectlError
 from queuectl.jobspec import check_queue
@@ -44,7 +43,7 @@ def cancel(app, job_ids, queue, states, wait, as_json):
     if not job_ids and not queue and not states:
         raise InvalidInput("give the ids of the jobs to cancel, or --queue and/or --state")
     store = app.store()
-    now = clock.now()
+    now = store.now()
     if job_ids:
         results = store.cancel(list(dict.fromkeys(job_ids)), now)
     else:
@@ -116,7 +115,7 @@ def retry(app, job_ids):
       queuectl retry job1
     """
     store = app.store()
-    store.retry(list(job_ids), clock.now())
+    store.retry(list(job_ids), store.now())
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
     wake_workers(store)
@@ -125,7 +124,7 @@ def retry(app, job_ids):
 def _set_paused(app, queues, paused: bool) -> None:
     names = [check_queue(q) for q in dict.fromkeys(queues)]
     store = app.store()
-    changed = store.set_paused(names, paused, clock.now())
+    changed = store.set_paused(names, paused, store.now())
     word = "paused" if paused else "resumed"
     for name, did in zip(names, changed):
         click.echo(f"{name}: {word if did else ('already paused' if paused else 'not paused')}")
@@ -199,7 +198,7 @@ def purge(app, states, older_than, queue, dry_run):
     else:
         settings = store.settings()
         ages = {s: settings[RETENTION[s]] for s in chosen if settings[RETENTION[s]] is not None}
-    now = clock.now()
+    now = store.now()
     if dry_run:
         click.echo(f"would remove {store.count_purgeable(ages, now, queue)} job(s)")
         return
@@ -240,7 +239,7 @@ def metrics(app, output):
     stale_after = settings_for_reports(store)["stale-after"]
     if output is not None and not output.strip():
         raise InvalidInput("--output is empty: give a file path")
-    text = render(store, clock.now(), stale_after)
+    text = render(store, store.now(), stale_after)
     if output is None:
         click.echo(text, nl=False)
         return

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from queuectl.cli.common import HelpGroup, pass_app
+from queuectl.cli.common import HelpGroup, is_postgres, pass_app
 from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
 
 
@@ -35,7 +35,8 @@ def worker():
 @click.option("--daemon", is_flag=True, help="Detach from the terminal (for hosts without systemd).")
 @click.option("--pidfile", type=click.Path(dir_okay=False), help="With --daemon: write the worker's pid here.")
 @click.option("--log-file", type=click.Path(dir_okay=False),
-              help="With --daemon: append the log here [default: worker-NAME.log beside the database].")
+              help="With --daemon: append the log here [default: worker-NAME.log beside a SQLite database,"
+                   " in ~/.local/state/queuectl with PostgreSQL].")
 @pass_app
 def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
     """Run a worker until stopped: in the foreground, as a systemd service, or detached (--daemon).
@@ -74,18 +75,28 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
         if os.environ.get("NOTIFY_SOCKET"):
             raise InvalidInput("--daemon cannot run under systemd (NOTIFY_SOCKET is set): the unit starts the"
                                " worker in the foreground")
-        app.db = os.path.abspath(app.db_path())  # the daemon works in /: a relative path must keep its file
+        if not is_postgres(app):
+            app.db = os.path.abspath(app.db_path())  # the daemon works in /: a relative path must keep its file
         # Check the database and settings while errors can still reach the terminal. Close the
         # check's selector now: the daemon closes every inherited fd, and a late garbage collection
         # of this epoll object would then close the daemon's own selector, reusing the same number.
         make_worker().runner.close()
         app.close()
-        log_file = os.path.abspath(log_file or os.path.join(os.path.dirname(app.db_path()), f"worker-{name}.log"))
+        log_file = os.path.abspath(log_file or os.path.join(_log_dir(app), f"worker-{name}.log"))
         from queuectl.daemonize import detach
 
         detach(pidfile and os.path.abspath(pidfile), log_file)  # from here on we are the daemon
     logsetup.configure(verbose=verbose)
     sys.exit(make_worker().run())
+
+
+def _log_dir(app) -> str:
+    """Where a detached worker logs by default: beside a SQLite database, else $XDG_STATE_HOME/queuectl."""
+    if not is_postgres(app):
+        return os.path.dirname(app.db_path())
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    os.makedirs(os.path.join(base, "queuectl"), exist_ok=True)
+    return os.path.join(base, "queuectl")
 
 
 @worker.command()

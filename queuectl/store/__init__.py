@@ -1,10 +1,33 @@
-"""The queue's storage: the shared records and rules (base) and the SQLite store (sqlite).
+"""The queue's storage: the shared records and rules (base), the shared SQL (sql), and two engines.
 
-Everything else imports from here: `from queuectl.store import SqliteStore, Outcome`.
+`open_store(target)` opens SQLite for a path and PostgreSQL for a postgresql:// URI.
+Everything else imports from here: `from queuectl.store import open_store, Outcome`.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from queuectl.store.base import PURGE_BATCH, CancelResult, DuplicateJob, JobProcess, Outcome, WorkerGone
+from queuectl.store.postgres import is_uri
+from queuectl.store.sql import SqlStore
 from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, default_db_path
 
-__all__ = ["SqliteStore", "Outcome", "JobProcess", "CancelResult", "DuplicateJob", "WorkerGone", "PURGE_BATCH",
-           "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "default_db_path"]
+#: What the worker and the CLI are given: either engine, one interface.
+Store = SqlStore
+
+
+def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None) -> SqlStore:
+    """Open the queue at `target`: a PostgreSQL URI (postgresql://, postgres://) or a SQLite file path.
+
+    Raises what the engine's constructor raises (InvalidInput, InvalidConfig, DatabaseError).
+    """
+    if is_uri(target):
+        from queuectl.store.postgres import PostgresStore
+
+        return PostgresStore(target, durable=durable, defaults=defaults)
+    return SqliteStore(target, durable=durable, defaults=defaults)
+
+
+__all__ = ["open_store", "is_uri", "Store", "SqlStore", "SqliteStore", "Outcome", "JobProcess", "CancelResult",
+           "DuplicateJob", "WorkerGone", "PURGE_BATCH", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "default_db_path"]

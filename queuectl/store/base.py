@@ -1,9 +1,9 @@
 """What every store shares: the records it exchanges with the worker and the CLI, and the queue's rules.
 
 A store is the only place that knows its database. The worker and the CLI call the
-methods of queuectl.store.sqlite.SqliteStore (the interface a second backend implements
-too); the rules here (retry or dead after a failure, backoff, what a cancel does, due
-times on the monotonic clock) hold on every backend.
+methods of queuectl.store.sql.SqlStore, which both engines (sqlite.py, postgres.py)
+subclass; the rules here (retry or dead after a failure, backoff, what a cancel does,
+due times on the monotonic clock) hold on every backend.
 """
 
 from __future__ import annotations

@@ -121,13 +121,10 @@ class SqlStore:
 
     # -- wake-ups and maintenance -------------------------------------------------------------------
 
-    def wakeup_fd(self) -> int | None:
-        """A file descriptor that turns readable when another process wakes workers; None if the engine has none."""
+    def wakeup_source(self):
+        """Where wake-ups from other hosts arrive: an object with `fileno()` (readable when one came) and
+        `take()` (consume them); None where the engine has none (SQLite: queuectl.wake pokes the worker)."""
         return None
-
-    def take_wakeups(self) -> int:
-        """Consume the wake-ups that arrived on `wakeup_fd`; return how many."""
-        return 0
 
     def wake_workers(self) -> None:
         """Tell idle workers that jobs are ready, after the commit: this host's, by a datagram (queuectl.wake)."""
@@ -151,13 +148,15 @@ class SqlStore:
     def enqueue(self, jobs: Sequence[NewJob], now: Instant | float) -> list[str]:
         """Insert `jobs` in one transaction, all or none; return their ids.
 
-        A job's relative wait (`delay`, 0 for one given no time) is also kept on `now`'s
-        monotonic clock. Raises DuplicateJob naming the first id that exists already or
+        A job's relative wait (`delay`, 0 for one given no time) counts from `now` (its
+        run_at is set again from it, on the store's clock) and is also kept on `now`'s
+        monotonic clock; an absolute run_at (delay None) is kept as given. Raises DuplicateJob naming the first id that exists already or
         repeats in `jobs`.
         """
         now = instant(now)
         rows = [
-            (j.id, j.queue, j.command, j.priority, j.max_retries, j.timeout, j.cwd, j.run_at, j.delay,
+            (j.id, j.queue, j.command, j.priority, j.max_retries, j.timeout, j.cwd,
+             j.run_at if j.delay is None else now.wall + j.delay, j.delay,
              *due_on_monotonic(now, j.delay), now.wall, now.wall)
             for j in jobs
         ]
@@ -693,11 +692,11 @@ class SqlStore:
         Raises InvalidConfig if a stored value is not valid (for example edited by hand).
         """
         with self._errors():
-            return self._settings(self.conn)
+            return self._settings(self.c)
 
     def _settings(self, c, skip: str | None = None) -> dict[str, Any]:
         values = dict(self.defaults)
-        for r in c.execute("SELECT key, value FROM config WHERE ? IS NULL OR key <> ?", (skip, skip)):
+        for r in c.execute("SELECT key, value FROM config WHERE key <> coalesce(?, '')", (skip,)):
             if r["key"] not in settings_mod.SETTINGS:
                 raise InvalidConfig(f"the database holds an unknown setting {r['key']!r} (written by hand or"
                                     " by a newer queuectl)")

@@ -1,0 +1,373 @@
+"""The PostgreSQL store: workers on many hosts share one queue through one server.
+
+What differs from SQLite (the queries themselves are shared: queuectl.store.sql):
+- Claims: one statement, a CTE that picks `ORDER BY priority DESC, run_at, seq LIMIT n
+  FOR UPDATE SKIP LOCKED` and an UPDATE ... RETURNING of what it picked. The CTE is what
+  keeps the planner from claiming more than n; SKIP LOCKED lets claims run side by side.
+  No transaction stays open while a job runs.
+- Wake-ups: `NOTIFY queuectl` once per transaction that makes jobs ready (enqueue, retry,
+  resume) or requests a cancel; workers LISTEN on a connection of their own, and poll as
+  the fallback.
+- Time: the wall-clock times the store writes and compares (heartbeats, due times,
+  leases) are on the server's clock, read at connect and at each heartbeat and carried
+  between readings by this host's CLOCK_BOOTTIME (which neither steps nor stops in a
+  suspend), so host clocks may disagree.
+- Connections: a lost connection is opened again on the next call, at most once per
+  back-off period (RECONNECT_MIN doubling up to RECONNECT_MAX seconds); meanwhile calls
+  fail with DatabaseError, which the worker rides out with its jobs and results in memory.
+- Counters are deltas folded by one worker at a time (see postgres_schema), and
+  maintenance takes advisory locks so that it runs once, not in every worker.
+A password in the URI never appears in any message or output (describe, errors).
+
+psycopg 3 is imported here only: SQLite users need not install it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from queuectl import settings as settings_mod
+from queuectl.clock import Instant
+from queuectl.errors import DatabaseError, InvalidConfig, InvalidInput, PermissionDenied
+from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
+from queuectl.store.sql import _JOB_COLUMNS, SqlStore
+
+try:
+    import psycopg
+    from psycopg import conninfo as _conninfo
+except ImportError as _e:  # psycopg itself, or its libpq
+    psycopg = None
+    _IMPORT_ERROR = str(_e)
+
+#: Seconds a connection attempt may take before it fails.
+CONNECT_TIMEOUT = 10
+#: Seconds between reconnection attempts after a failure: doubling from MIN up to MAX.
+RECONNECT_MIN, RECONNECT_MAX = 0.5, 8.0
+#: The NOTIFY channel that wakes workers.
+CHANNEL = "queuectl"
+#: Advisory lock keys (pg_advisory_xact_lock): schema migration, counter folding.
+LOCK_MIGRATE, LOCK_FOLD = 0x51435401, 0x51435402
+
+_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_uri(target: str) -> bool:
+    """Return True if `target` names a PostgreSQL database (a postgresql:// or postgres:// URI)."""
+    return target.startswith(_SCHEMES)
+
+
+def _missing_driver() -> InvalidConfig:
+    return InvalidConfig("a PostgreSQL database needs psycopg 3: apt-get install python3-psycopg"
+                         f" (or pip install 'queuectl[postgresql]'); {_IMPORT_ERROR}")
+
+
+class Row(tuple):
+    """A result row addressable by index and by column name, as sqlite3.Row is."""
+
+    names: dict[str, int]
+
+    def __new__(cls, values, names: dict[str, int]):
+        row = super().__new__(cls, values)
+        row.names = names
+        return row
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self.names[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self.names)
+
+
+def _row_factory(cursor):
+    names = {c.name: i for i, c in enumerate(cursor.description or ())}
+    return lambda values: Row(values, names)
+
+
+_PLACEHOLDER = re.compile(r"\?")
+
+
+class _Connection:
+    """A psycopg connection that takes the shared queries' `?` placeholders."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    @staticmethod
+    def _sql(sql: str) -> str:
+        return _PLACEHOLDER.sub("%s", sql)
+
+    def execute(self, sql: str, params=()):
+        return self.conn.execute(self._sql(sql), tuple(params))
+
+    def executemany(self, sql: str, rows) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(self._sql(sql), rows)
+
+
+class _Wakeups:
+    """The LISTEN connection of one worker: `fileno()` for its select(), `take()` to consume what came."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def fileno(self) -> int:
+        return self.conn.fileno()
+
+    def take(self) -> int:
+        """Read what the server sent; return how many notifications. A broken connection is closed (0)."""
+        pg = self.conn.pgconn
+        try:
+            pg.consume_input()
+        except psycopg.Error:
+            self.close()
+            return 0
+        n = 0
+        while pg.notifies() is not None:
+            n += 1
+        return n
+
+    @property
+    def broken(self) -> bool:
+        return self.conn.closed or self.conn.broken or self.conn.pgconn.status != psycopg.pq.ConnStatus.OK
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresStore(SqlStore):
+    """A queuectl queue in the `queuectl` schema of a PostgreSQL database.
+
+    `uri` is a libpq connection URI (postgresql://user@host/dbname,
+    postgresql:///queuectl?host=/run/postgresql, postgresql://?service=queuectl).
+    `defaults` replaces built-in setting defaults (from the site configuration file).
+    `durable` is accepted for the interface's sake: every commit is synchronous (a lost
+    claim would let a second worker run a job that still runs). Raises InvalidConfig
+    without psycopg, InvalidInput for a malformed URI or a foreign schema, DatabaseError
+    when the server cannot be reached or its schema is newer than this queuectl.
+    """
+
+    FOR_SHARE = " FOR SHARE"
+    FOR_UPDATE = " FOR UPDATE"
+    COUNTS_FROM = ("(SELECT queue, state, sum(n)::bigint AS n FROM (SELECT queue, state, n FROM job_counts"
+                   " UNION ALL SELECT queue, state, n FROM job_count_deltas) d GROUP BY queue, state) c")
+    RUNS_FROM = ("(SELECT queue, outcome, sum(n)::bigint AS n FROM (SELECT queue, outcome, n FROM job_runs"
+                 " UNION ALL SELECT queue, outcome, n FROM job_run_deltas) d GROUP BY queue, outcome) r")
+
+    def __init__(self, uri: str, *, durable: bool = True, defaults: dict[str, Any] | None = None):
+        if psycopg is None:
+            raise _missing_driver()
+        self.UniqueViolation = psycopg.errors.UniqueViolation
+        self.uri = uri
+        self.defaults = {**settings_mod.defaults(), **(defaults or {})}
+        try:
+            params = _conninfo.conninfo_to_dict(uri)
+        except psycopg.Error as e:
+            raise InvalidInput(f"not a valid PostgreSQL URI: {self._redact(_first_line(e))}") from None
+        self._password = params.get("password")
+        self._display = _display(params)
+        self._conn = None
+        self._retry_at = 0.0
+        self._pause = RECONNECT_MIN
+        self._offset: float | None = None  # server wall clock minus this host's CLOCK_BOOTTIME
+        self._wakeups: _Wakeups | None = None
+        self._connection()
+        with self._errors():
+            self._migrate()
+
+    # -- connection -------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """The URI without its password (and without options)."""
+        return self._display
+
+    def close(self) -> None:
+        """Close the connections."""
+        for conn in (self._conn, self._wakeups):
+            if conn is not None:
+                conn.close()
+        self._conn = self._wakeups = None
+
+    def _connect(self):
+        """Open a connection (autocommit; the queue's schema first on the search path); raises DatabaseError."""
+        try:
+            return psycopg.connect(self.uri, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                                   options=f"-c search_path={SCHEMA}", application_name="queuectl",
+                                   row_factory=_row_factory)
+        except psycopg.Error as e:
+            raise DatabaseError(f"cannot connect to database {self._display}: {self._redact(_first_line(e))}") from None
+
+    def _connection(self):
+        """The open connection, opened again if it was lost (at most once per back-off period)."""
+        if self._conn is not None and not (self._conn.closed or self._conn.broken):
+            return self._conn
+        now = time.monotonic()
+        if now < self._retry_at:
+            raise DatabaseError(f"cannot connect to database {self._display}: retrying in"
+                                f" {self._retry_at - now:.1f} s")
+        try:
+            self._conn = self._connect()
+        except DatabaseError:
+            self._retry_at = now + self._pause
+            self._pause = min(self._pause * 2, RECONNECT_MAX)
+            raise
+        self._pause = RECONNECT_MIN
+        return self._conn
+
+    @property
+    def c(self) -> _Connection:
+        return _Connection(self._connection())
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._password, "***") if self._password else text
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn psycopg errors into one-line queuectl errors, never with the password."""
+        try:
+            yield
+        except psycopg.errors.UniqueViolation:
+            raise  # callers turn constraint failures into domain errors
+        except UnicodeEncodeError as e:
+            raise InvalidInput(f"not valid UTF-8 text: {e.object!r}") from None
+        except psycopg.errors.InsufficientPrivilege as e:
+            raise PermissionDenied(f"permission denied: database {self._display}: {self._redact(_first_line(e))}"
+                                   ) from None
+        except psycopg.errors.DiskFull as e:
+            raise DatabaseError(f"database {self._display}: {self._redact(_first_line(e))}"
+                                " (the server's disk is full)") from None
+        except psycopg.DataError as e:
+            raise InvalidInput(f"database {self._display}: {self._redact(_first_line(e))}") from None
+        except psycopg.Error as e:
+            if self._conn is not None and self._conn.broken:
+                raise DatabaseError(f"lost the connection to database {self._display}:"
+                                    f" {self._redact(_first_line(e))}") from None
+            raise DatabaseError(f"database {self._display}: {self._redact(_first_line(e))}") from None
+
+    @contextmanager
+    def _write(self) -> Iterator[_Connection]:
+        """Run the block in one transaction (READ COMMITTED; claims lock rows); roll back on any exception."""
+        with self._errors():
+            conn = self._connection()
+            with conn.transaction():
+                yield _Connection(conn)
+
+    def _migrate(self) -> None:
+        version = self._version(self.c)
+        if version == SCHEMA_VERSION:
+            return  # the common path: one read, no lock
+        if version is not None and version > SCHEMA_VERSION:
+            raise DatabaseError(f"database {self._display} has queuectl schema version {version}, newer than this"
+                                f" queuectl's {SCHEMA_VERSION}; upgrade queuectl")
+        with self._write() as c:
+            c.execute("SELECT pg_advisory_xact_lock(?)", (LOCK_MIGRATE,))  # one migrator at a time
+            version = self._version(c)  # another process may have won
+            if version is None:
+                if c.execute("SELECT 1 FROM pg_namespace WHERE nspname = ?", (SCHEMA,)).fetchone():
+                    raise InvalidInput(f"database {self._display} has a schema {SCHEMA!r} that is not queuectl's")
+                c.execute(f"CREATE SCHEMA {SCHEMA}")
+                c.execute("CREATE TABLE schema_version (version integer NOT NULL)")
+                c.execute("INSERT INTO schema_version VALUES (0)")
+                version = 0
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                c.conn.execute(MIGRATIONS[step])  # several statements: no parameters, no placeholders
+                c.execute("UPDATE schema_version SET version = ?", (step,))
+
+    @staticmethod
+    def _version(c) -> int | None:
+        if c.execute("SELECT to_regclass(?)", (f"{SCHEMA}.schema_version",)).fetchone()[0] is None:
+            return None
+        return c.execute("SELECT version FROM schema_version").fetchone()[0]
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def clock(self) -> float:
+        """The server's wall clock now, in Unix seconds: its last reading carried on by CLOCK_BOOTTIME."""
+        if self._offset is None:
+            self._sync_clock()
+        return time.clock_gettime(time.CLOCK_BOOTTIME) + self._offset
+
+    def _sync_clock(self) -> None:
+        """Read the server's clock (the round trip's midpoint is taken as the moment it was read)."""
+        with self._errors():
+            before = time.clock_gettime(time.CLOCK_BOOTTIME)
+            server = self.c.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0]
+            after = time.clock_gettime(time.CLOCK_BOOTTIME)
+        self._offset = server - (before + after) / 2
+
+    def heartbeat(self, worker_id: int, now: Instant | float) -> bool:
+        """Record the heartbeat (see SqlStore.heartbeat), then read the server's clock again."""
+        alive = super().heartbeat(worker_id, now)
+        self._sync_clock()
+        return alive
+
+    # -- claims, wake-ups, maintenance ---------------------------------------------------------
+
+    def _claim_rows(self, c, worker_id: int, where: str, params: list, limit: int, now: Instant) -> list:
+        cols = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
+        return c.execute(
+            f"WITH picked AS (SELECT seq FROM jobs WHERE {where} ORDER BY priority DESC, run_at, seq"
+            f" LIMIT ? FOR UPDATE SKIP LOCKED)"
+            f" UPDATE jobs j SET state = 'processing', worker_id = ?, attempts = j.attempts + 1,"
+            f" started_at = ?, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
+            f" FROM picked WHERE j.seq = picked.seq RETURNING {cols}",
+            (*params, limit, worker_id, now.wall, now.wall),
+        ).fetchall()
+
+    def _notify(self, c) -> None:
+        c.execute(f"NOTIFY {CHANNEL}")  # delivered at commit; one per transaction, however many rows
+
+    def wake_workers(self) -> None:
+        """Nothing to do: the transaction's NOTIFY reached every listening worker at commit."""
+
+    def wakeup_source(self) -> _Wakeups | None:
+        """This worker's LISTEN connection (opened, or opened again if it broke); None while it cannot be."""
+        if self._wakeups is not None and not self._wakeups.broken:
+            return self._wakeups
+        if self._wakeups is not None:
+            self._wakeups.close()
+            self._wakeups = None
+        try:
+            conn = self._connect()
+            conn.execute(f"LISTEN {CHANNEL}")
+        except (DatabaseError, psycopg.Error):
+            return None
+        self._wakeups = _Wakeups(conn)
+        return self._wakeups
+
+    def maintain(self, worker_id: int) -> None:
+        """Fold the counter deltas into their totals, in one short transaction, by one worker at a time."""
+        with self._write() as c:
+            if not c.execute("SELECT pg_try_advisory_xact_lock(?)", (LOCK_FOLD,)).fetchone()[0]:
+                return  # another worker is folding
+            c.execute("WITH d AS (DELETE FROM job_count_deltas RETURNING queue, state, n)"
+                      " INSERT INTO job_counts (queue, state, n) SELECT queue, state, sum(n) FROM d"
+                      " GROUP BY queue, state ON CONFLICT (queue, state) DO UPDATE SET n = job_counts.n + excluded.n")
+            c.execute("WITH d AS (DELETE FROM job_run_deltas RETURNING queue, outcome, n)"
+                      " INSERT INTO job_runs (queue, outcome, n) SELECT queue, outcome, sum(n) FROM d"
+                      " GROUP BY queue, outcome ON CONFLICT (queue, outcome) DO UPDATE SET n = job_runs.n + excluded.n")
+
+
+def _first_line(error: Exception) -> str:
+    """A psycopg error's message as one line."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _display(params: dict) -> str:
+    """A connection's parameters as a URI without password or options."""
+    user = f"{params['user']}@" if params.get("user") else ""
+    host = params.get("host", "")
+    query = ""
+    if host.startswith("/"):
+        query, host = f"?host={host}", ""
+    port = f":{params['port']}" if params.get("port") else ""
+    if params.get("service"):
+        query += ("&" if query else "?") + f"service={params['service']}"
+    return f"postgresql://{user}{host}{port}/{params.get('dbname', '')}{query}"
+
+
+__all__ = ["PostgresStore", "is_uri", "CHANNEL"]

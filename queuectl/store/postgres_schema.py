@@ -1,0 +1,127 @@
+"""The PostgreSQL schema and its forward migrations, keyed by queuectl.schema_version.
+
+Everything lives in the schema `queuectl` of the database the URI names, so the queue's
+tables never meet an application's own. Times are Unix seconds (double precision), as on
+SQLite, so that both stores share their queries (queuectl.store.sql); they are written
+on the database server's clock (see PostgresStore.clock).
+
+Counters: on SQLite, triggers keep one row per (queue, state). On PostgreSQL that row
+would be updated by every claim and every finish of every worker, a lock that all of
+them queue for. Here statement-level triggers append deltas to job_count_deltas and
+job_run_deltas instead (inserts never wait for each other), readers add them to the
+folded totals, and one worker at a time folds them (PostgresStore.maintain).
+"""
+
+#: The schema the tables live in.
+SCHEMA = "queuectl"
+
+#: MIGRATIONS[n] takes the schema from version n-1 to n. Append; never edit a released step.
+MIGRATIONS: dict[int, str] = {
+    1: """
+CREATE TABLE jobs (
+    seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- enqueue order
+    id          text NOT NULL UNIQUE,
+    queue       text NOT NULL,
+    command     text NOT NULL,
+    state       text NOT NULL
+                CHECK (state IN ('pending', 'processing', 'completed', 'failed', 'dead', 'cancelled')),
+    priority    integer NOT NULL DEFAULT 0,
+    attempts    integer NOT NULL DEFAULT 0,
+    max_retries integer,
+    timeout     double precision,
+    cwd         text,
+    run_at      double precision NOT NULL,
+    created_at  double precision NOT NULL,
+    updated_at  double precision NOT NULL,
+    started_at  double precision,
+    finished_at double precision,
+    worker_id   bigint,
+    pgid        integer,
+    pgid_start  bigint,
+    exit_code   integer,
+    last_error  text,
+    delay       double precision,
+    due_boot    text,
+    due_mono    double precision,
+    cancel_requested_at double precision
+);
+-- Claim order among claimable jobs; partial, so millions of finished rows cost nothing.
+CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq) WHERE state IN ('pending', 'failed');
+CREATE INDEX jobs_processing ON jobs (worker_id) WHERE state = 'processing';
+CREATE INDEX jobs_state ON jobs (state, seq);
+CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
+CREATE INDEX jobs_finished ON jobs (state, finished_at) WHERE state IN ('completed', 'dead', 'cancelled');
+
+CREATE TABLE job_output (
+    seq    bigint PRIMARY KEY REFERENCES jobs (seq) ON DELETE CASCADE,
+    stdout bytea NOT NULL,
+    stderr bytea NOT NULL
+);
+
+CREATE TABLE job_counts (queue text NOT NULL, state text NOT NULL, n bigint NOT NULL, PRIMARY KEY (queue, state));
+CREATE TABLE job_count_deltas (queue text NOT NULL, state text NOT NULL, n bigint NOT NULL);
+CREATE TABLE job_runs (queue text NOT NULL, outcome text NOT NULL, n bigint NOT NULL, PRIMARY KEY (queue, outcome));
+CREATE TABLE job_run_deltas (queue text NOT NULL, outcome text NOT NULL, n bigint NOT NULL);
+
+CREATE FUNCTION jobs_count_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO job_count_deltas (queue, state, n) SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_count_insert();
+
+CREATE FUNCTION jobs_count_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO job_count_deltas (queue, state, n) SELECT queue, state, -count(*) FROM old_rows GROUP BY queue, state;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_count_delete();
+
+-- How runs ended, by queue (as SQLite's jobs_count_runs): a processing job that leaves processing.
+CREATE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO job_count_deltas (queue, state, n)
+        SELECT queue, state, sum(n) FROM (
+            SELECT queue, state, 1 AS n FROM new_rows UNION ALL SELECT queue, state, -1 FROM old_rows) d
+        GROUP BY queue, state HAVING sum(n) <> 0;
+    INSERT INTO job_run_deltas (queue, outcome, n)
+        SELECT n.queue, CASE WHEN n.last_error = 'worker lost' THEN 'recovered'
+                             WHEN n.state = 'pending' THEN 'requeued' ELSE n.state END, count(*)
+        FROM old_rows o JOIN new_rows n ON n.seq = o.seq
+        WHERE o.state = 'processing' AND n.state <> 'processing'
+        GROUP BY 1, 2;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_count_update AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_count_update();
+
+-- A worker of this or another host. Its heartbeat_at is on the server's clock; heartbeat_mono
+-- on the CLOCK_MONOTONIC of its own boot (compared only by workers of that boot).
+CREATE TABLE workers (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- one incarnation; never reused
+    name           text NOT NULL UNIQUE,
+    host           text NOT NULL,
+    boot_id        text NOT NULL,
+    pid            integer NOT NULL,
+    pid_start      bigint,
+    slots          integer NOT NULL,
+    queues         text NOT NULL DEFAULT '',
+    unit           text,
+    started_at     double precision NOT NULL,
+    heartbeat_at   double precision NOT NULL,
+    draining_since double precision,
+    heartbeat_mono double precision,
+    beats          bigint NOT NULL DEFAULT 0,
+    pid_ns         text,
+    uid            integer
+);
+
+CREATE TABLE config (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE queues (name text PRIMARY KEY, paused_at double precision);
+CREATE TABLE leases (name text PRIMARY KEY, holder bigint NOT NULL, expires_at double precision NOT NULL);
+""",
+}
+
+SCHEMA_VERSION = max(MIGRATIONS)

@@ -1,0 +1,155 @@
+"""What only the SQLite store has: the file, its pragmas, locks, migrations from older schemas, space reclaim."""
+
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from queuectl.clock import Instant
+from queuectl.errors import DatabaseError, InvalidInput
+from queuectl.models import JobState
+from queuectl.schema import APPLICATION_ID, SCHEMA_VERSION
+from queuectl.store import Outcome, SqliteStore
+
+from test_store import A, NOW, _failed_once, _ready, add, register  # the shared suite's helpers
+
+
+def test_new_database_is_versioned_wal_and_marked(db):
+    SqliteStore(db).close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental: freed pages can be returned
+
+
+def test_a_new_database_opened_while_another_process_holds_a_lock_waits_for_it(db):
+    # Switching to WAL takes an exclusive lock and SQLite runs no busy handler for it: two
+    # workers opening a new database at once saw "database is locked" before the store waited.
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # a write lock, in rollback mode: what another opener holds
+    releaser = threading.Timer(0.3, holder.execute, ("COMMIT",))
+    releaser.start()
+    started = time.monotonic()
+    try:
+        SqliteStore(db).close()
+    finally:
+        releaser.join()
+        holder.close()
+    assert time.monotonic() - started >= 0.25  # it waited for the lock rather than failing
+    assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_enqueue_commits_with_synchronous_full_and_workers_with_normal(db):
+    assert SqliteStore(db).conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+    assert SqliteStore(db, durable=False).conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+
+
+def test_claim_and_has_work_read_the_ready_index_in_order(store):
+    statements: list[str] = []
+    store.conn.set_trace_callback(statements.append)  # SQL with its parameters filled in
+    w = register(store)
+    store.claim(w, ["a"], 1, NOW)
+    store.has_work([], NOW)
+    store.conn.set_trace_callback(None)
+    checked = [sql for sql in statements if "jobs_ready" in sql]
+    assert len(checked) == 2
+    for sql in checked:
+        plan = " | ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + sql))
+        # Covering: the due-time, state and queue filters read the index alone, not each row.
+        assert "USING COVERING INDEX jobs_ready" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_a_reschedule_by_an_older_queuectl_falls_back_to_the_wall_clock(store):
+    _failed_once(store, Instant(NOW, 100.0, A))
+    # A version-2 worker rewrites run_at alone (a later retry); the monotonic due time it
+    # leaves behind must not make the job due early.
+    store.conn.execute("UPDATE jobs SET run_at = ? WHERE id = 'r'", (NOW + 60,))
+    assert tuple(store.conn.execute("SELECT delay, due_boot, due_mono FROM jobs").fetchone()) == (None, None, None)
+    assert not _ready(store, Instant(NOW + 10, 200.0, A))
+    assert _ready(store, Instant(NOW + 60, 200.0, A))
+
+
+def test_not_a_database_and_other_programs_databases_are_refused(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"\x00garbage" * 200)
+    with pytest.raises(InvalidInput, match="not a queuectl database"):
+        SqliteStore(str(junk))
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)")
+    before = other.read_bytes()
+    with pytest.raises(InvalidInput, match="another program"):
+        SqliteStore(str(other))
+    assert other.read_bytes() == before
+
+
+def test_a_newer_schema_is_refused(db):
+    SqliteStore(db).close()
+    sqlite3.connect(db, isolation_level=None).execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(DatabaseError, match="newer"):
+        SqliteStore(db)
+
+
+def test_missing_directory_is_refused(tmp_path):
+    with pytest.raises(InvalidInput, match="does not exist"):
+        SqliteStore(str(tmp_path / "nope" / "q.db"))
+
+
+def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
+    from queuectl.schema import MIGRATIONS
+    from queuectl.store.sqlite import _statements
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    for statement in _statements(MIGRATIONS[1]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("INSERT INTO jobs (id, queue, command, state, run_at, created_at, updated_at)"
+                 " VALUES ('old', 'default', 'true', 'pending', 0, 0, 0)")
+    conn.execute("INSERT INTO jobs (id, queue, command, state, run_at, created_at, updated_at, exit_code)"
+                 " VALUES ('done', 'default', 'echo hi', 'completed', 0, 0, 0, 0)")
+    conn.execute("INSERT INTO job_output (seq, stdout, stderr) VALUES (2, x'6869', x'')")
+    conn.close()
+    store = SqliteStore(db)
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert store.get_job("old").state == JobState.PENDING
+    assert store.get_job("done", output=True).stdout == b"hi"  # the table rebuild kept its output
+    assert store.counts() == {"default": {"pending": 1, "completed": 1}}
+    assert store.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    w = register(store, now=Instant(NOW, 7.0, A))
+    store.mark_draining(w, NOW)
+    assert store.worker_by_name("w1").draining_since == NOW
+    assert store.worker_by_name("w1").heartbeat_mono == 7.0
+    # A job scheduled before version 3 keeps its wall-clock due time (run_at 0: due).
+    assert [j.id for j in store.claim(w, [], 1, Instant(NOW, 7.0, A))] == ["old"]
+
+
+def test_reclaim_space_gives_freed_pages_back(store, db):
+    import os
+
+    add(store, id="big", command="true")
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    store.finish(w, [Outcome("big", True, 0, None, os.urandom(4_000_000), b"")], NOW)
+    store.reclaim_space()
+    grown = os.path.getsize(db)
+    assert store.purge({"completed": 0}, NOW + 1) == 1
+    assert store.reclaim_space() > 900  # about 4 MB of pages
+    assert os.path.getsize(db) < grown - 3_500_000
+    assert os.path.getsize(db + "-wal") == 0  # cut back by the TRUNCATE checkpoint
+
+
+def test_reclaim_leaves_a_small_share_of_free_pages_for_reuse(store, db):
+    import os
+
+    for i in range(4):
+        add(store, id=f"j{i}")
+    w = register(store, slots=4)
+    store.claim(w, [], 4, NOW)
+    store.finish(w, [Outcome(f"j{i}", True, 0, None, os.urandom(1_000_000), b"") for i in range(4)], NOW)
+    store.purge({"completed": 0}, NOW + 1, limit=1)  # a quarter of the file freed, less than half
+    assert store.reclaim_space(min_free=0.5) == 0
+    assert os.path.getsize(db + "-wal") == 0  # the checkpoint ran all the same
+    assert store.reclaim_space(min_free=0.1) > 200
