@@ -30,6 +30,17 @@ def db(tmp_path) -> str:
     return sqlite_path(tmp_path)
 
 
+#: For a test in a module run on both engines that checks what only SQLite has (its file, its pragmas).
+SQLITE_ONLY = pytest.mark.parametrize("backend_db", ["sqlite"], indirect=True)
+
+
+def raw_sql(db: str, sql: str, params=()) -> int:
+    """Run one statement (`?` placeholders) on the database behind queuectl's back; return its rowcount."""
+    with open_store(db) as s:
+        with s._write() as c:
+            return c.execute(sql, params).rowcount
+
+
 @pytest.fixture
 def store(db):
     s = open_store(db)

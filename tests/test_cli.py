@@ -19,12 +19,13 @@ from datetime import datetime
 import click
 import pytest
 
+from conftest import SQLITE_ONLY, raw_sql
 from queuectl.cli import cli as cli_group
 
 from queuectl.cli import cli
 from queuectl.jobspec import FIELDS, MAX_COMMAND_BYTES
 from queuectl.settings import SETTINGS
-from queuectl.store import Outcome, SqliteStore
+from queuectl.store import Outcome, is_uri, open_store
 
 DEFAULTS = {
     "max-retries": 3,
@@ -42,11 +43,24 @@ DEFAULTS = {
 STATES = ["pending", "processing", "completed", "failed", "dead", "cancelled"]
 
 
+@pytest.fixture
+def db(backend_db):
+    """Each test runs on SQLite and on PostgreSQL; what only SQLite has asks for `sqlite_db`."""
+    return backend_db
+
+
 # -- helpers -----------------------------------------------------------------------------------
 
 
 def snapshot(path) -> tuple:
-    """Everything in the database: schema, rows of every table, and the header pragmas."""
+    """Everything in the database: schema, rows of every table, and (SQLite) the header pragmas."""
+    if is_uri(path):
+        import psycopg
+
+        with psycopg.connect(path) as con:
+            tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables"
+                                                " WHERE table_schema = 'queuectl' ORDER BY 1")]
+            return tuple((t, tuple(con.execute(f"SELECT * FROM queuectl.{t} ORDER BY 1"))) for t in tables)
     con = sqlite3.connect(path)
     try:
         pragmas = tuple(con.execute(f"PRAGMA {p}").fetchone()[0] for p in ("user_version", "application_id"))
@@ -114,7 +128,7 @@ def populated(run_cli, db):
                  {"id": "d1", "command": "exit 3", "max_retries": 0, "queue": "build"},
                  {"id": "r1", "command": "sleep 100", "queue": "build"}):
         ok(run_cli("enqueue", json.dumps(spec)))
-    with SqliteStore(db) as s:
+    with open_store(db) as s:
         now = time.time()
         wid, recovered = s.register_worker(WORKER_INFO, now)
         assert recovered == []
@@ -498,7 +512,7 @@ def test_dlq_list_empty(run_cli):
 def _kill_one_more(run_cli, db, job_id):
     """Make a second dead job through the store's worker API."""
     ok(run_cli("enqueue", json.dumps({"id": job_id, "command": "false", "max_retries": 0, "priority": 99})))
-    with SqliteStore(db) as s:
+    with open_store(db) as s:
         wid, _ = s.register_worker({**WORKER_INFO, "name": "w2"}, time.time())
         [job] = s.claim(wid, [], 1, time.time())
         assert job.id == job_id
@@ -516,7 +530,7 @@ def test_dlq_retry(run_cli, db, populated):
     assert json_only(run_cli("dlq", "list", "--json")) == []
     assert json_only(run_cli("status", "--json"))["jobs"]["dead"] == 0
     # The retried job can be claimed again at once.
-    with SqliteStore(db) as s:
+    with open_store(db) as s:
         wid, _ = s.register_worker({**WORKER_INFO, "name": "w3"}, time.time())
         assert "d1" in [j.id for j in s.claim(wid, ["build"], 10, time.time())]
 
@@ -592,10 +606,10 @@ def test_config_set_get(run_cli, key, raw, canonical, shown, stored):
 
 def test_config_is_shared_and_persistent(run_cli, db):
     ok(run_cli("config", "set", "job-timeout", "42"))
-    with SqliteStore(db) as s:
+    with open_store(db) as s:
         assert s.settings()["job-timeout"] == 42.0
     ok(run_cli("config", "set", "job-timeout", "none"))
-    with SqliteStore(db) as s:
+    with open_store(db) as s:
         assert s.settings()["job-timeout"] is None
 
 
@@ -650,11 +664,8 @@ def test_config_rule_checks_the_stored_partner(run_cli, db):
 
 
 def _store_raw_config(db, key, value):
-    con = sqlite3.connect(db)
-    with con:
-        con.execute("INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (key, value))
-    con.close()
+    raw_sql(db, "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value))
 
 
 @pytest.mark.parametrize("key, value, fragment", [
@@ -666,10 +677,7 @@ def _store_raw_config(db, key, value):
 ])
 def test_stored_config_made_invalid_by_hand(run_cli, db, seeded, key, value, fragment):
     if key == "max-retries":
-        con = sqlite3.connect(db)
-        with con:
-            assert con.execute("UPDATE config SET value = ? WHERE key = 'max-retries'", (value,)).rowcount == 1
-        con.close()
+        assert raw_sql(db, "UPDATE config SET value = ? WHERE key = 'max-retries'", (value,)) == 1
     else:
         _store_raw_config(db, key, value)
     broken = snapshot(db)
@@ -756,7 +764,7 @@ def test_queuectl_db_env_var_is_honoured(run_cli, tmp_path):
     result = runner.invoke(cli, ["enqueue", '{"id":"e1","command":"true"}'], env={"QUEUECTL_DB": str(env_db)})
     assert (result.exit_code, result.stdout) == (0, "e1\n"), result.stderr
     assert env_db.exists() and not os.path.exists(run_cli.db)
-    with SqliteStore(str(env_db)) as s:
+    with open_store(str(env_db)) as s:
         assert s.get_job("e1").command == "true"
     listed = runner.invoke(cli, ["list", "--json"], env={"QUEUECTL_DB": str(env_db)})
     assert ids(json.loads(listed.stdout)) == ["e1"]
@@ -764,7 +772,7 @@ def test_queuectl_db_env_var_is_honoured(run_cli, tmp_path):
     result = run_cli("enqueue", '{"id":"e2","command":"true"}', env={"QUEUECTL_DB": str(env_db)})
     assert result.exit_code == 0
     assert ids(json_only(run_cli("list", "--json"))) == ["e2"]
-    with SqliteStore(str(env_db)) as s:
+    with open_store(str(env_db)) as s:
         assert [j.id for j in s.list_jobs()] == ["e1"]
 
 
@@ -774,7 +782,7 @@ def test_default_db_path_under_xdg_data_home(run_cli, tmp_path):
                                    env={"QUEUECTL_DB": None, "XDG_DATA_HOME": str(xdg)})
     assert result.exit_code == 0, result.stderr
     path = xdg / "queuectl" / "queuectl.db"
-    with SqliteStore(str(path)) as s:
+    with open_store(str(path)) as s:
         assert s.get_job("x1").state.value == "pending"
 
 
@@ -838,6 +846,7 @@ def test_db_that_is_not_a_queuectl_database(run_cli, tmp_path, kind, args):
     assert _dir_state(tmp_path) == before  # byte for byte, and no -wal/-shm/-journal left behind
 
 
+@SQLITE_ONLY
 def test_empty_file_becomes_a_queuectl_database(run_cli, db):
     open(db, "wb").close()
     assert ok(run_cli("enqueue", '{"id":"z","command":"true"}')) == "z\n"
@@ -855,8 +864,13 @@ def test_enqueue_imports_neither_the_worker_nor_click_commands_it_does_not_run(d
     assert r.returncode == 0, r.stderr
     imported = set(r.stderr.split())
     assert "queuectl.cli.jobs" in imported and "queuectl.store" in imported
-    assert not imported & {"queuectl.worker", "queuectl.runner", "queuectl.cli.worker", "queuectl.cli.dlq",
-                           "queuectl.notify", "configparser", "socket", "subprocess"}, imported
+    unneeded = {"queuectl.worker", "queuectl.runner", "queuectl.cli.worker", "queuectl.cli.dlq", "queuectl.notify",
+                "configparser"}
+    if is_uri(db):
+        assert "psycopg" in imported
+    else:  # psycopg (and the socket and subprocess modules it brings) only for PostgreSQL
+        unneeded |= {"psycopg", "queuectl.store.postgres", "socket", "subprocess"}
+    assert not imported & unneeded, imported & unneeded
 
 
 # -- cancel, retry, pause, resume ------------------------------------------------------------------------
@@ -971,6 +985,7 @@ def _without_auto_vacuum(db):
     conn.close()
 
 
+@SQLITE_ONLY
 def test_purge_compacts_an_older_database_once(run_cli, db, populated):
     _without_auto_vacuum(db)
     r = run_cli("purge")
@@ -979,6 +994,7 @@ def test_purge_compacts_an_older_database_once(run_cli, db, populated):
     assert ok(run_cli("purge")) == "removed 0 job(s)\n"  # once
 
 
+@SQLITE_ONLY
 def test_purge_says_in_one_line_when_compacting_lacks_disk(run_cli, db, populated, monkeypatch):
     import os as os_module
 
@@ -1032,10 +1048,7 @@ def test_metrics_output_in_a_missing_directory(run_cli, db, populated, tmp_path)
 
 
 def test_status_and_metrics_still_report_when_a_stored_setting_is_broken(run_cli, db, populated):
-    conn = sqlite3.connect(db)
-    conn.execute("INSERT OR REPLACE INTO config (key, value) VALUES ('keep-dead', '\"soon\"')")
-    conn.commit()
-    conn.close()
+    _store_raw_config(db, "keep-dead", '"soon"')
     assert run_cli("config", "list").exit_code == 78  # the broken value itself is reported where it is read
     status = json_only(run_cli("status", "--json"))
     assert status["retention"]["dead"] == 604800.0  # the default, in place of the broken value

@@ -1,4 +1,6 @@
-"""Tier 2: real `queuectl worker start` processes against one SQLite file. No mocks.
+"""Tier 2: real `queuectl worker start` processes against one SQLite file or PostgreSQL database. No mocks.
+
+Every test runs on both engines (the `db` fixture below).
 
 Settings are made short through the CLI (in-process Click runner, same database) so the
 whole module runs in about a minute. The tests wait on conditions (`wait_for`), never
@@ -26,12 +28,18 @@ import pytest
 from conftest import QUEUECTL, WorkerProcs, enqueue, queuectl, wait_for
 from conftest import configure as set_config
 from queuectl.models import JobState
+from queuectl.store import is_uri
 
 pytestmark = pytest.mark.processes
 
 PY = sys.executable
 #: Short timings for every test; later pairs override earlier ones (heartbeat first: stale-after > 2 x heartbeat).
 FAST = (("heartbeat-interval", "0.2"), ("poll-interval", "0.05"), ("stale-after", "1.5"), ("backoff-base", "1"))
+
+
+@pytest.fixture
+def db(backend_db):
+    return backend_db
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -756,6 +764,10 @@ def test_retention_runs_while_workers_drain_and_purge_shrinks_the_file(db, run_c
     for i in range(5):
         enqueue(run_cli, id=f"big{i}", command="head -c 2000000 /dev/urandom")
     assert queuectl(db, "worker", "start", "--burst").returncode == 0
+    if is_uri(db):  # PostgreSQL's autovacuum makes the space reusable; the server keeps the files
+        assert queuectl(db, "purge", "--older-than", "0").stdout == "removed 5 job(s)\n"
+        assert store.counts() == {}
+        return
     grown = os.path.getsize(db) + os.path.getsize(db + "-wal")
     r = queuectl(db, "purge", "--older-than", "0")
     assert r.stdout == "removed 5 job(s)\n", r

@@ -51,14 +51,6 @@ CHANNEL = "queuectl"
 #: Advisory lock keys (pg_advisory_xact_lock): schema migration, counter folding.
 LOCK_MIGRATE, LOCK_FOLD = 0x51435401, 0x51435402
 
-_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_uri(target: str) -> bool:
-    """Return True if `target` names a PostgreSQL database (a postgresql:// or postgres:// URI)."""
-    return target.startswith(_SCHEMES)
-
-
 def _missing_driver() -> InvalidConfig:
     return InvalidConfig("a PostgreSQL database needs psycopg 3: apt-get install python3-psycopg"
                          f" (or pip install 'queuectl[postgresql]'); {_IMPORT_ERROR}")
@@ -370,4 +362,4 @@ def _display(params: dict) -> str:
     return f"postgresql://{user}{host}{port}/{params.get('dbname', '')}{query}"
 
 
-__all__ = ["PostgresStore", "is_uri", "CHANNEL"]
+__all__ = ["PostgresStore", "CHANNEL"]
