@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import time
+from urllib.parse import unquote
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -156,11 +157,12 @@ class PostgresStore(SqlStore):
         self.UniqueViolation = psycopg.errors.UniqueViolation
         self.uri = uri
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
+        self._password = _uri_password(uri)  # to keep out of messages, even when the URI is malformed
         try:
             params = _conninfo.conninfo_to_dict(uri)
         except psycopg.Error as e:
             raise InvalidInput(f"not a valid PostgreSQL URI: {self._redact(_first_line(e))}") from None
-        self._password = params.get("password")
+        self._password = params.get("password") or self._password
         self._display = _display(params)
         self._conn = None
         self._retry_at = 0.0
@@ -215,7 +217,9 @@ class PostgresStore(SqlStore):
         return _Connection(self._connection())
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._password, "***") if self._password else text
+        if self._password:
+            text = text.replace(self._password, "***")
+        return text
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -271,7 +275,10 @@ class PostgresStore(SqlStore):
 
     @staticmethod
     def _version(c) -> int | None:
-        if c.execute("SELECT to_regclass(?)", (f"{SCHEMA}.schema_version",)).fetchone()[0] is None:
+        # A query of the catalog, not to_regclass(): that reads a catalog cache which may not yet
+        # show the schema another migrator committed while this one waited for the lock.
+        if c.execute("SELECT 1 FROM pg_tables WHERE schemaname = ? AND tablename = 'schema_version'",
+                     (SCHEMA,)).fetchone() is None:
             return None
         return c.execute("SELECT version FROM schema_version").fetchone()[0]
 
@@ -342,6 +349,13 @@ class PostgresStore(SqlStore):
             c.execute("WITH d AS (DELETE FROM job_run_deltas RETURNING queue, outcome, n)"
                       " INSERT INTO job_runs (queue, outcome, n) SELECT queue, outcome, sum(n) FROM d"
                       " GROUP BY queue, outcome ON CONFLICT (queue, outcome) DO UPDATE SET n = job_runs.n + excluded.n")
+
+
+def _uri_password(uri: str) -> str | None:
+    """The password in a URI's user information (percent-encoded as written, and decoded), if any."""
+    userinfo = uri.partition("://")[2].partition("/")[0].rpartition("@")[0]
+    written = userinfo.partition(":")[2]
+    return unquote(written) or None
 
 
 def _first_line(error: Exception) -> str:

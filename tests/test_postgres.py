@@ -1,0 +1,251 @@
+"""What only the PostgreSQL store has, against a real server the session starts (tests/pgserver.py).
+
+Its schema and migrations, connection failures as one line, passwords kept out of every
+output, wake-ups by NOTIFY, the server's clock, and workers that ride out a server restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import QUEUECTL, configure, enqueue, queuectl, raw_sql, wait_for
+from queuectl.errors import DatabaseError, InvalidInput
+from queuectl.models import JobState
+from queuectl.store import open_store
+from queuectl.store.postgres_schema import SCHEMA_VERSION
+
+PASSWORD = "s3cret-pw"  # the pg_server fixture's qpass role
+
+
+@pytest.fixture
+def db(pg_uri):
+    return pg_uri
+
+
+@pytest.fixture
+def password_uri(pg_server):
+    """A database owned by the role qpass, which logs in with a password over TCP."""
+    name = f"pw{os.getpid()}_{time.monotonic_ns()}"
+    pg_server.create_database(name, owner="qpass")
+    yield pg_server.uri(name, "qpass", PASSWORD)
+    pg_server.drop_database(name, force=True)
+
+
+def one_error_line(r: subprocess.CompletedProcess, code: int) -> str:
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout == "" and r.stderr.count("\n") == 1 and r.stderr.startswith("queuectl: error: "), r.stderr
+    return r.stderr
+
+
+# -- schema ------------------------------------------------------------------------------------------
+
+
+def test_the_schema_is_created_once_by_concurrent_first_openers(db, pg_server):
+    results: list = []
+
+    def open_it():
+        try:
+            open_store(db).close()
+            results.append("ok")
+        except Exception as e:  # noqa: BLE001 - the test reports whatever went wrong
+            results.append(repr(e))
+
+    threads = [threading.Thread(target=open_it) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == ["ok"] * 6
+    name = db.rsplit("/", 1)[1]
+    assert pg_server.sql("SELECT version FROM queuectl.schema_version", dbname=name) == [(SCHEMA_VERSION,)]
+
+
+def test_a_newer_schema_is_refused_and_left_alone(db, pg_server):
+    open_store(db).close()
+    raw_sql(db, "UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(DatabaseError, match="newer than this queuectl"):
+        open_store(db)
+    r = queuectl(db, "status", check=False)
+    assert "upgrade queuectl" in one_error_line(r, 1)
+
+
+def test_a_foreign_schema_named_queuectl_is_refused(db, pg_server):
+    name = db.rsplit("/", 1)[1]
+    pg_server.sql("CREATE SCHEMA queuectl", dbname=name)
+    pg_server.sql("CREATE TABLE queuectl.jobs (x int)", dbname=name)
+    with pytest.raises(InvalidInput, match="not queuectl's"):
+        open_store(db)
+    assert pg_server.sql("SELECT count(*) FROM queuectl.jobs", dbname=name) == [(0,)]
+    assert one_error_line(queuectl(db, "status", check=False), 2)
+
+
+def test_the_queue_lives_in_its_own_schema(db, pg_server):
+    open_store(db).close()
+    name = db.rsplit("/", 1)[1]
+    tables = {r[0] for r in pg_server.sql("SELECT tablename FROM pg_tables WHERE schemaname = 'public'", dbname=name)}
+    assert tables == set()  # nothing in the application's own schema
+
+
+# -- connection failures and passwords -----------------------------------------------------------------
+
+
+def test_a_server_that_is_not_there_is_one_line_and_exit_1(pg_server):
+    port = pg_server.port + 1 if pg_server.port < 65535 else 1
+    uri = f"postgresql://nobody:{PASSWORD}@127.0.0.1:{port}/nothing"
+    for args in (("status",), ("enqueue", '{"command":"true"}'), ("list", "--json"), ("worker", "start", "--burst")):
+        line = one_error_line(queuectl(uri, *args, check=False), 1)
+        assert "cannot connect to database postgresql://nobody@127.0.0.1:" in line, line
+        assert PASSWORD not in line
+
+
+def test_a_wrong_password_is_one_line_without_the_password(password_uri):
+    wrong = password_uri.replace(PASSWORD, "not-" + PASSWORD)
+    line = one_error_line(queuectl(wrong, "status", check=False), 1)
+    assert "password authentication failed" in line and PASSWORD not in line, line
+
+
+def test_a_malformed_uri_is_bad_input(pg_server):
+    line = one_error_line(queuectl(f"postgresql://u:{PASSWORD}@127.0.0.1/x?no_such_option=1", "status", check=False), 2)
+    assert "not a valid PostgreSQL URI" in line and PASSWORD not in line, line
+
+
+def test_a_missing_database_given_by_the_environment_is_a_configuration_error(pg_server):
+    env = {**os.environ, "QUEUECTL_DB": pg_server.uri("no_such_database")}
+    r = subprocess.run([*QUEUECTL, "status"], capture_output=True, text=True, env=env, timeout=60)
+    assert "does not exist" in one_error_line(r, 1)
+
+
+def test_the_password_never_appears_in_output_or_logs(password_uri, tmp_path):
+    queuectl(password_uri, "config", "set", "heartbeat-interval", "0.2")
+    queuectl(password_uri, "config", "set", "stale-after", "1")
+    queuectl(password_uri, "enqueue", '{"id":"p","command":"exit 3","max_retries":0}')
+    outputs = [queuectl(password_uri, "worker", "start", "--burst", "--verbose")]
+    for args in (("status",), ("status", "--json"), ("list",), ("show", "p", "--json"), ("dlq", "list"),
+                 ("metrics",), ("config", "list"), ("show", "nope")):
+        outputs.append(queuectl(password_uri, *args, check=False))
+    for r in outputs:
+        assert PASSWORD not in r.stdout + r.stderr, r
+    assert json.loads(outputs[2].stdout)["jobs"]["dead"] == 1
+
+
+def test_without_psycopg_a_postgresql_uri_says_what_to_install(tmp_path, pg_server):
+    blocker = tmp_path / "nopsycopg"
+    blocker.mkdir()
+    (blocker / "psycopg.py").write_text("raise ImportError('No module named psycopg')\n")
+    env = {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    r = subprocess.run([*QUEUECTL, "--db", pg_server.uri("x"), "status"], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert "apt-get install python3-psycopg" in one_error_line(r, 78)
+    # SQLite needs no psycopg at all.
+    r = subprocess.run([*QUEUECTL, "--db", str(tmp_path / "q.db"), "status"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+# -- wake-ups and time -------------------------------------------------------------------------------------
+
+
+def _start_worker(db, tmp_path, *args, env=None):
+    log = open(tmp_path / f"worker-{time.monotonic_ns()}.log", "w+b")
+    proc = subprocess.Popen([*QUEUECTL, "--db", db, "worker", "start", *args], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, env={**os.environ, **(env or {})})
+    proc.log = log
+    return proc
+
+
+def _log(proc) -> str:
+    proc.log.flush()
+    proc.log.seek(0)
+    return proc.log.read().decode(errors="replace")
+
+
+def _stop(proc) -> int:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(30)
+    finally:
+        proc.log.close()
+
+
+@pytest.mark.processes
+def test_notify_wakes_an_idle_worker_that_polls_rarely(db, run_cli, store, tmp_path):
+    configure(run_cli, ("poll-interval", "30"), ("heartbeat-interval", "0.5"), ("stale-after", "5"))
+    w = _start_worker(db, tmp_path, "--name", "listener")
+    try:
+        wait_for(lambda: store.worker_by_name("listener"), message="the worker to register")
+        time.sleep(1.2)  # past its first heartbeat: it listens
+        pickups = []
+        for i in range(5):
+            before = time.monotonic()
+            enqueue(run_cli, id=f"n{i}", command="true")
+            wait_for(lambda: store.get_job(f"n{i}").state == JobState.COMPLETED, timeout=10, interval=0.005,
+                     message=f"job n{i} to run: {_log(w)}")
+            pickups.append(time.monotonic() - before)
+        print(f"\n  enqueue to completed with poll-interval 30 s: max {max(pickups) * 1000:.0f} ms")
+        assert max(pickups) < 5, pickups  # a poll would take 30 s
+    finally:
+        assert _stop(w) == 0, _log(w)
+
+
+@pytest.mark.processes
+def test_times_are_on_the_servers_clock_whatever_this_hosts_says(db, store, tmp_path):
+    lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+    if not os.path.exists(lib) or shutil.which("faketime") is None:
+        pytest.skip("libfaketime is not installed (apt-get install faketime)")
+    ahead = {**os.environ, "LD_PRELOAD": lib, "FAKETIME": "+1h", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+             "FAKETIME_DONT_RESET": "1"}
+    probe = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], env=ahead,
+                           capture_output=True, text=True, check=True)
+    assert float(probe.stdout) - time.time() > 3500  # the clock of this process really is an hour ahead
+    r = subprocess.run([*QUEUECTL, "--db", db, "enqueue", '{"id":"d","command":"true","delay":2}'], env=ahead,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    job = store.get_job("d")
+    server_now = store.clock()
+    assert abs(job.created_at - server_now) < 30 and abs(job.run_at - (job.created_at + 2)) < 0.01, job
+    w = _start_worker(db, tmp_path, "--name", "ahead", env=ahead)
+    wait_for(lambda: store.get_job("d").state == JobState.COMPLETED, message=f"the job to run: {_log(w)}")
+    assert _stop(w) == 0
+    job = store.get_job("d")
+    assert job.state == JobState.COMPLETED and job.started_at >= job.run_at - 0.05, job
+    assert abs(job.finished_at - store.clock()) < 30
+
+
+# -- faults ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.processes
+def test_a_server_restart_loses_nothing_and_runs_nothing_twice(db, run_cli, pg_server, tmp_path):
+    configure(run_cli, ("heartbeat-interval", "0.5"), ("stale-after", "5"), ("poll-interval", "0.1"))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    lines = "\n".join(json.dumps({"id": f"r{i}", "command": f"echo $QUEUECTL_ATTEMPT >> {runs}/r{i}; sleep 0.3"})
+                      for i in range(40))
+    assert run_cli("enqueue", "--file", "-", input=lines).exit_code == 0
+    procs = [_start_worker(db, tmp_path, "--name", f"w{n}", "--count", "2") for n in range(2)]
+    try:
+        wait_for(lambda: len(os.listdir(runs)) >= 6, message="jobs to run")
+        pg_server.restart(mode="fast")  # running jobs end meanwhile: their results wait in memory
+        time.sleep(1.5)
+        wait_for(lambda: all(p.poll() is None for p in procs) and queuectl(db, "status", "--json", check=False)
+                 .returncode == 0, message="the server to take connections again")
+        with open_store(db) as s:
+            wait_for(lambda: s.counts().get("default", {}).get("completed", 0) == 40, timeout=60,
+                     message=f"every job to complete: {[_log(p) for p in procs]}")
+            assert s.run_counts()["default"] == {"completed": 40}  # no failed attempt, no recovery
+        for i in range(40):
+            assert (runs / f"r{i}").read_text() == "1\n"  # each ran once
+        logs = "".join(_log(p) for p in procs)
+        assert "takes writes again" in logs, logs
+    finally:
+        for p in procs:
+            assert _stop(p) == 0
