@@ -1,7 +1,7 @@
 """The site configuration file, /etc/queuectl/queuectl.conf (INI): the system database and setting defaults.
 
     [queuectl]
-    db = /var/lib/queuectl/queuectl.db
+    db = /var/lib/queuectl/queuectl.db        # or a PostgreSQL URI: postgresql://queuectl@dbhost/queuectl
 
     [defaults]
     max-retries = 5
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from queuectl import settings
+from queuectl.dburi import is_uri
 from queuectl.errors import InvalidConfig, InvalidInput
 
 DEFAULT_PATH = "/etc/queuectl/queuectl.conf"
@@ -25,7 +26,7 @@ DEFAULT_PATH = "/etc/queuectl/queuectl.conf"
 
 @dataclass(frozen=True)
 class SiteConfig:
-    """What the file says: `db` (a path or None) and typed setting `defaults` by canonical key."""
+    """What the file says: `db` (a path, a PostgreSQL URI, or None) and typed setting `defaults` by canonical key."""
 
     path: str | None = None
     db: str | None = None
@@ -50,11 +51,11 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
     if parser.has_section("queuectl"):
         problems += [f"[queuectl] {k}" for k in parser["queuectl"] if k != "db"]
     if problems:
-        raise InvalidConfig(f"{path}: unknown {', '.join(problems)}; expected [queuectl] db = PATH"
+        raise InvalidConfig(f"{path}: unknown {', '.join(problems)}; expected [queuectl] db = PATH (or URI)"
                             " and [defaults] SETTING = VALUE")
     db = parser.get("queuectl", "db", fallback=None) or None
-    if db is not None and not os.path.isabs(db):
-        raise InvalidConfig(f"{path}: db must be an absolute path, got {db!r}")
+    if db is not None and not os.path.isabs(db) and not is_uri(db):
+        raise InvalidConfig(f"{path}: db must be an absolute path or a postgresql:// URI, got {db!r}")
     defaults = {}
     if parser.has_section("defaults"):
         for key, raw in parser.items("defaults"):

@@ -476,20 +476,24 @@ class Worker:
         A dead or stale worker's jobs still running on this host are killed first (their
         groups, if still the recorded ones), so two copies of a job never run at once; a
         worker whose jobs cannot all be killed from here keeps them. Each recovery checks
-        in its transaction that the worker did not beat since it was judged. Counts the
-        jobs in this worker's queues that are left held by lost or suspect workers, for
-        --burst.
+        in its transaction that the worker did not beat since it was judged. Stale workers
+        are recovered by one worker at a time, the holder of the "recovery" lease (every
+        worker watches, so another takes over at once when it goes); a dead local one by any
+        worker of its host, which alone can kill its leftovers. Counts the jobs in this
+        worker's queues that are left held by lost or suspect workers, for --burst.
         """
         now, stale_after = self.now(), self.config["stale-after"]
-        held = 0
+        held, leads = 0, None
         others = [w for w in self.store.workers() if w.id != self.worker_id]
         self._watch.forget_others(w.id for w in others)
         for w in others:
             verdict = self._watch.verdict(w, now, stale_after)
             if verdict == liveness.ALIVE:
                 continue
+            if verdict == liveness.STALE and leads is None:
+                leads = self.store.take_lease("recovery", self.worker_id, now, stale_after)
             jobs = self.store.worker_jobs(w.id)
-            if verdict == liveness.SUSPECT or not self._kill_local(jobs):
+            if verdict == liveness.SUSPECT or (verdict == liveness.STALE and not leads) or not self._kill_local(jobs):
                 held += sum(1 for j in jobs if self._serves(j.queue))
                 continue
             whose = f"{'dead' if verdict == liveness.DEAD else 'stale'} worker {w.name!r}"

@@ -272,6 +272,42 @@ def test_a_silent_worker_of_another_host_is_recovered_after_stale_after_of_watch
     assert wait_exit(w) == 0
 
 
+def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(db, run_cli, store, workers):
+    configure(run_cli, ("backoff-max", "0"))  # stale-after 1.5 s
+    far = {"host": "elsewhere", "boot_id": "other-boot 1", "pid": 1, "pid_start": 1, "slots": 1, "queues": []}
+
+    def silent_far_worker(name):  # its job is in a queue that the local workers do not serve
+        enqueue(run_cli, id=f"job-of-{name}", command="true", queue=name)
+        wid, _ = store.register_worker({**far, "name": name}, time.time())
+        assert [j.id for j in store.claim(wid, [name], 1, time.time())] == [f"job-of-{name}"]
+
+    def lease_holder():
+        return store.c.execute("SELECT holder FROM leases WHERE name = 'recovery'").fetchone()[0]
+
+    def recovered(job_id):
+        return lambda: store.get_job(job_id).last_error == "worker lost"
+
+    procs = [workers.start("--name", f"local{n}", "--queue", "default") for n in range(3)]
+    until(lambda: all(store.worker_by_name(f"local{n}") for n in range(3)), "the workers to register", procs=procs)
+    silent_far_worker("far1")
+    until(recovered("job-of-far1"), "far1's job to be recovered", procs=procs)
+    recovered_by = [p for p in procs if "recovered job job-of-far1" in WorkerProcs.output(p)]
+    assert len(recovered_by) == 1, _logs(procs)  # one recovery, by the lease holder
+    leader = recovered_by[0]
+    names = {p: f"local{n}" for n, p in enumerate(procs)}
+    assert lease_holder() == store.worker_by_name(names[leader]).id
+    leader.send_signal(signal.SIGTERM)
+    assert wait_exit(leader) == 0
+    silent_far_worker("far2")  # the lease's holder is gone: another worker takes it over
+    until(recovered("job-of-far2"), "far2's job to be recovered", procs=procs)
+    [second] = [p for p in procs if "recovered job job-of-far2" in WorkerProcs.output(p)]
+    assert second is not leader and lease_holder() == store.worker_by_name(names[second]).id
+    for p in procs:
+        if p is not leader:
+            p.send_signal(signal.SIGTERM)
+            assert wait_exit(p) == 0
+
+
 def test_frozen_worker_is_declared_dead_and_exits_1(db, run_cli, store, workers, tmp_path):
     configure(run_cli, ("backoff-max", "0"))  # stale-after 1.5 s
     a, pgid = start_slow_first_attempt(run_cli, store, workers, tmp_path, "frozen", "a")

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from queuectl.dburi import is_uri
 from queuectl.store.base import PURGE_BATCH, CancelResult, DuplicateJob, JobProcess, Outcome, WorkerGone
 from queuectl.store.sql import SqlStore
 from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, default_db_path
 
 #: What the worker and the CLI are given: either engine, one interface.
 Store = SqlStore
-
-
-def is_uri(target: str) -> bool:
-    """Return True if `target` names a PostgreSQL database (a postgresql:// or postgres:// URI)."""
-    return target.startswith(("postgresql://", "postgres://"))
 
 
 def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None) -> SqlStore:
