@@ -22,6 +22,7 @@ from queuectl.errors import DatabaseError, InvalidInput
 from queuectl.models import JobState
 from queuectl.store import open_store
 from queuectl.store.postgres_schema import SCHEMA_VERSION
+from test_notify import NotifySocket
 
 PASSWORD = "s3cret-pw"  # the pg_server fixture's qpass role
 
@@ -249,3 +250,26 @@ def test_a_server_restart_loses_nothing_and_runs_nothing_twice(db, run_cli, pg_s
     finally:
         for p in procs:
             assert _stop(p) == 0
+
+
+@pytest.mark.processes
+def test_under_systemd_a_worker_waits_for_a_server_that_is_not_up_yet(db, run_cli, pg_server, tmp_path):
+    configure(run_cli, ("heartbeat-interval", "0.5"), ("stale-after", "5"))
+    enqueue(run_cli, id="after-boot", command="true")
+    sock = NotifySocket(f"@queuectl-test/{os.getpid()}/{time.monotonic_ns()}")  # stands for systemd's
+    pg_server.stop()
+    w = _start_worker(db, tmp_path, "--name", "early", env={"NOTIFY_SOCKET": sock.address})
+    try:
+        wait_for(lambda: any(s.startswith("waiting for the database") for s in sock.statuses()), timeout=30,
+                 message=f"the worker to say it waits: {_log(w)}")
+        assert w.poll() is None and not sock.with_line("READY=1")
+        pg_server.start()
+        wait_for(lambda: sock.with_line("READY=1"), timeout=60, message=f"READY once the server is up: {_log(w)}")
+        with open_store(db) as s:
+            wait_for(lambda: s.get_job("after-boot").state == JobState.COMPLETED, message=_log(w))
+        assert _log(w).count("waiting for it") == 1, _log(w)  # said once, not at every try
+    finally:
+        if not pg_server.running():
+            pg_server.start()
+        sock.close()
+        assert _stop(w) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import click
 
@@ -68,7 +69,7 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
         raise InvalidInput("--pidfile and --log-file go with --daemon")
 
     def make_worker():
-        return Worker(app.store(durable=False), name=name, slots=count, queues=queues, burst=burst,
+        return Worker(_open_store(app), name=name, slots=count, queues=queues, burst=burst,
                       unit=os.environ.get("QUEUECTL_UNIT") or None)
 
     if daemon:
@@ -88,6 +89,32 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
         detach(pidfile and os.path.abspath(pidfile), log_file)  # from here on we are the daemon
     logsetup.configure(verbose=verbose)
     sys.exit(make_worker().run())
+
+
+#: Seconds between tries of an unreachable PostgreSQL server at start under systemd: doubling up to the max.
+CONNECT_RETRY_MIN, CONNECT_RETRY_MAX = 1.0, 16.0
+
+
+def _open_store(app):
+    """The worker's store. Under systemd, a PostgreSQL server that cannot be reached yet (it boots, the
+    network comes up) is waited for, with STATUS= saying so: systemd's TimeoutStartSec bounds the wait,
+    and restarting at once would soon hit the unit's start limit. Elsewhere the error ends the command."""
+    from queuectl.errors import DatabaseError
+    from queuectl.notify import Notifier
+
+    notifier, pause, said = Notifier(), CONNECT_RETRY_MIN, None
+    while True:
+        try:
+            return app.store(durable=False)
+        except DatabaseError as e:
+            if not (notifier.enabled and is_postgres(app)) or "cannot connect" not in str(e):
+                raise
+            if str(e) != said:
+                click.echo(f"queuectl: {e}; waiting for it", err=True)
+                said = str(e)
+            notifier.status(f"waiting for the database: {e}")
+            time.sleep(pause)
+            pause = min(pause * 2, CONNECT_RETRY_MAX)
 
 
 def _log_dir(app) -> str:
