@@ -24,6 +24,7 @@ psycopg 3 is imported here only: SQLite users need not install it.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from urllib.parse import unquote
@@ -91,6 +92,7 @@ class _Connection:
         self.conn = conn
 
     @staticmethod
+    @functools.lru_cache(maxsize=256)
     def _sql(sql: str) -> str:
         return _PLACEHOLDER.sub("%s", sql)
 
