@@ -16,7 +16,8 @@ The rules, in the order they apply:
    stale, as is a host that went away.
 
 `queuectl status` has no history to watch, so for a worker of another clock domain it
-shows the heartbeat's age on the wall clock, which assumes the hosts' clocks agree.
+shows the heartbeat's age on the store's wall clock: on SQLite that assumes the clocks of
+the hosts (containers) sharing the file agree; on PostgreSQL it is the server's clock.
 """
 
 from __future__ import annotations
