@@ -273,3 +273,21 @@ def test_under_systemd_a_worker_waits_for_a_server_that_is_not_up_yet(db, run_cl
             pg_server.start()
         sock.close()
         assert _stop(w) == 0
+
+
+def test_the_site_configuration_may_name_a_postgresql_database(db, tmp_path):
+    conf = tmp_path / "queuectl.conf"
+    conf.write_text(f"[queuectl]\ndb = {db}\n\n[defaults]\nmax-retries = 7\n")
+    env = {**os.environ, "QUEUECTL_CONFIG": str(conf)}
+    env.pop("QUEUECTL_DB", None)
+    r = subprocess.run([*QUEUECTL, "enqueue", '{"id":"c","command":"true"}'], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout == "c\n", r.stderr
+    r = subprocess.run([*QUEUECTL, "config", "get", "max-retries"], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.stdout == "7\n", r
+    with open_store(db) as s:
+        assert s.get_job("c").state == JobState.PENDING
+    conf.write_text("[queuectl]\ndb = mysql://u@h/q\n")
+    r = subprocess.run([*QUEUECTL, "status"], capture_output=True, text=True, env=env, timeout=60)
+    assert "db must be an absolute path or a postgresql:// URI" in one_error_line(r, 78)
