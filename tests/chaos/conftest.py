@@ -11,33 +11,12 @@ import sqlite3
 
 import pytest
 
-
-class Figures:
-    """Measures a test reports: `figures.add("reruns", 3)`; printed as one block after the test."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.rows: list[tuple[str, object]] = []
-
-    def add(self, what: str, value) -> None:
-        self.rows.append((what, value))
-
-    def lines(self) -> list[str]:
-        width = max((len(w) for w, _ in self.rows), default=0)
-        return [f"[chaos] {self.name}"] + [f"    {w.ljust(width)}  {v}" for w, v in self.rows]
+from figures import report_figures  # tests/figures.py
 
 
 @pytest.fixture
 def figures(request):
-    f = Figures(request.node.name)
-    yield f
-    reporter = request.config.pluginmanager.getplugin("terminalreporter")
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    if reporter is not None and f.rows:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line("")
-            for line in f.lines():
-                reporter.write_line(line)
+    yield from report_figures(request, "chaos")
 
 
 def integrity(db: str) -> str:

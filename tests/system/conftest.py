@@ -14,16 +14,7 @@ import pytest
 
 from conftest import require as require_for, wait_for  # tests/conftest.py
 
-from .container import Container, missing_prerequisites
-
-REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = """#!/usr/bin/python3
-# queuectl from the source tree under test, run by Debian's python3 with Debian's libraries.
-import sys
-sys.path.insert(0, "/opt/queuectl-src")
-from queuectl.cli import main
-main()
-"""
+from .container import REPO, Container, debian_python_missing, install_source, missing_prerequisites
 
 
 def until(predicate, what: str, timeout: float = 60.0):
@@ -34,14 +25,6 @@ def until(predicate, what: str, timeout: float = 60.0):
 def require(reason: str | None) -> None:
     """Skip with `reason`, or fail under CI where this tier is mandatory."""
     require_for(reason, "system")
-
-
-def debian_python_missing() -> str | None:
-    """Return what Debian's python3 lacks to run queuectl from source, or None."""
-    probe = subprocess.run(["/usr/bin/python3", "-c", "import click, sdnotify, daemon"], capture_output=True)
-    if probe.returncode != 0:
-        return "Debian's python3 lacks click/sdnotify/daemon (apt-get install python3-click python3-sdnotify python3-daemon)"
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +44,7 @@ def source_install(booted):
     """The container with queuectl installed from this source tree: launcher, units, system user."""
     require(debian_python_missing())
     c = booted
-    c.copytree(REPO / "queuectl", "/opt/queuectl-src/queuectl")
-    c.write("/usr/bin/queuectl", LAUNCHER, 0o755)
+    install_source(c)
     for unit in (REPO / "systemd").iterdir():
         c.write(f"/etc/systemd/system/{unit.name}", unit.read_text())
     c.write("/etc/queuectl/queuectl.conf", (REPO / "packaging" / "queuectl.conf").read_text())

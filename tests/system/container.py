@@ -11,10 +11,23 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
+from typing import Iterable, Sequence
 
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHER = """#!/usr/bin/python3
+# queuectl from the source tree under test, run by Debian's python3 with Debian's libraries.
+import sys
+sys.path.insert(0, "/opt/queuectl-src")
+from queuectl.cli import main
+main()
+"""
+#: Units of this host that a container must not start: they would listen on the network it shares.
+MASKED = ("postgresql.service", "postgresql@.service")
 
 
 def missing_prerequisites() -> str | None:
@@ -29,10 +42,37 @@ def missing_prerequisites() -> str | None:
     return None
 
 
-class Container:
-    """One booted container. `run` executes a command inside with a clean environment."""
+def debian_python_missing(modules: Sequence[str] = ("click", "sdnotify", "daemon")) -> str | None:
+    """Return what Debian's python3 lacks to run queuectl from source (and import `modules`), or None."""
+    probe = subprocess.run(["/usr/bin/python3", "-c", f"import {', '.join(modules)}"], capture_output=True)
+    if probe.returncode != 0:
+        packages = " ".join(f"python3-{m}" for m in modules)
+        return f"Debian's python3 lacks {'/'.join(modules)} (apt-get install {packages})"
+    return None
 
-    def __init__(self):
+
+def install_source(c: "Container", launcher: str = "/usr/bin/queuectl") -> None:
+    """Install queuectl from this source tree into `c`: the package under /opt/queuectl-src, a launcher."""
+    c.copytree(REPO / "queuectl", "/opt/queuectl-src/queuectl")
+    c.write(launcher, LAUNCHER, 0o755)
+
+
+class Container:
+    """One booted container. `run` executes a command inside with a clean environment.
+
+    `machine` names it; systemd-nspawn makes that its hostname too (written to its
+    /etc/hostname, which the container's systemd would otherwise take from this host),
+    and it gets a machine id of its own. Two containers booted at once need two names.
+    `nspawn_args` are added to systemd-nspawn's command line (`--bind=...`, say). The
+    units in `mask` are masked before boot: the host's servers (PostgreSQL) would otherwise
+    start inside too, on the network the container shares with the host.
+    """
+
+    def __init__(self, machine: str | None = None, nspawn_args: Sequence[str] = (),
+                 mask: Sequence[str] = MASKED):
+        self.machine = machine or f"qtest-{os.getpid()}"
+        self.nspawn_args = list(nspawn_args)
+        self.mask = list(mask)
         self.base = Path(tempfile.mkdtemp(prefix="qtest.", dir="/run"))
         self.root = self.base / "root"
         self.nspawn: subprocess.Popen | None = None
@@ -50,10 +90,18 @@ class Container:
         (rw / "work").mkdir()
         self._mount(["-t", "overlay", "overlay", "-o",
                      f"lowerdir=/,upperdir={rw}/upper,workdir={rw}/work", str(self.root)], self.root)
+        # The host's own /etc/hostname and machine id would show through the overlay: the
+        # container's systemd would set the host's name, and journald would share its id.
+        self.write("/etc/hostname", f"{self.machine}\n")
+        self.write("/etc/machine-id", f"{uuid.uuid4().hex}\n", 0o444)
+        for unit in self.mask:
+            link = self.root / "etc/systemd/system" / unit
+            link.unlink(missing_ok=True)
+            link.symlink_to("/dev/null")
         console = open(self.base / "console.log", "wb")
         self.nspawn = subprocess.Popen(
             ["systemd-nspawn", "-D", str(self.root), "--boot", "--register=no", "--keep-unit",
-             f"--machine=qtest-{os.getpid()}"],
+             f"--machine={self.machine}", *self.nspawn_args],
             stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True,
         )
         console.close()
@@ -90,6 +138,29 @@ class Container:
             return (self.base / "console.log").read_text(errors="replace")[-3000:]
         except OSError:
             return ""
+
+    def alive(self) -> bool:
+        """Return True while the container's systemd-nspawn runs."""
+        return self.nspawn is not None and self.nspawn.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole container at once, as a host that loses power: nothing inside gets to react.
+
+        Its PID 1 first: the kernel then kills every process of its PID namespace together.
+        Then systemd-nspawn's process group (nspawn and what it forked outside the container).
+        The mounts stay until `teardown`.
+        """
+        if self.leader is not None:
+            try:
+                os.kill(self.leader, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.nspawn is not None and self.nspawn.poll() is None:
+            try:
+                os.killpg(self.nspawn.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.nspawn.wait(15)
 
     def teardown(self) -> None:
         """Stop the container and remove every trace; kills only the processes this object started."""
@@ -136,3 +207,22 @@ class Container:
 
     def journal(self, unit: str) -> str:
         return self.run("journalctl", "-u", unit, "--no-pager", "-o", "cat", check=False).stdout
+
+
+def boot_all(containers: Iterable[Container], timeout: float = 90) -> None:
+    """Boot `containers` in parallel (each takes about 10 s); raise the first failure, if any."""
+    errors: list[BaseException] = []
+
+    def boot(c: Container) -> None:
+        try:
+            c.boot(timeout)
+        except BaseException as e:  # re-raised in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=boot, args=(c,), name=f"boot-{c.machine}") for c in containers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
