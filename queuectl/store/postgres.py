@@ -46,6 +46,11 @@ except ImportError as _e:  # psycopg itself, or its libpq
 
 #: Seconds a connection attempt may take before it fails.
 CONNECT_TIMEOUT = 10
+#: TCP settings (libpq parameters) that let a connection to a server that vanished (its host lost
+#: power, the network went) fail within about 30 s instead of the kernel's 15 minutes, so that the
+#: worker's retry loop takes over. A URI that sets one of them keeps its own value.
+TCP_FAILFAST = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+                "tcp_user_timeout": 30_000}
 #: Seconds between reconnection attempts after a failure: doubling from MIN up to MAX.
 RECONNECT_MIN, RECONNECT_MAX = 0.5, 8.0
 #: The NOTIFY channel that wakes workers.
@@ -165,6 +170,7 @@ class PostgresStore(SqlStore):
         except psycopg.Error as e:
             raise InvalidInput(f"not a valid PostgreSQL URI: {self._redact(_first_line(e))}") from None
         self._password = params.get("password") or self._password
+        self._tcp = {k: v for k, v in TCP_FAILFAST.items() if k not in params}
         self._display = _display(params)
         self._conn = None
         self._retry_at = 0.0
@@ -193,7 +199,7 @@ class PostgresStore(SqlStore):
         try:
             return psycopg.connect(self.uri, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                    options=f"-c search_path={SCHEMA}", application_name="queuectl",
-                                   row_factory=_row_factory)
+                                   row_factory=_row_factory, **self._tcp)
         except psycopg.Error as e:
             raise DatabaseError(f"cannot connect to database {self._display}: {self._redact(_first_line(e))}") from None
 
