@@ -291,3 +291,24 @@ def test_the_site_configuration_may_name_a_postgresql_database(db, tmp_path):
     conf.write_text("[queuectl]\ndb = mysql://u@h/q\n")
     r = subprocess.run([*QUEUECTL, "status"], capture_output=True, text=True, env=env, timeout=60)
     assert "db must be an absolute path or a postgresql:// URI" in one_error_line(r, 78)
+
+
+@pytest.mark.processes
+def test_a_detached_worker_logs_under_xdg_state_home(db, run_cli, store, tmp_path):
+    configure(run_cli, ("heartbeat-interval", "0.5"), ("stale-after", "5"), ("poll-interval", "0.1"))
+    enqueue(run_cli, id="bg", command="true")
+    pidfile = tmp_path / "w.pid"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    env.pop("NOTIFY_SOCKET", None)
+    r = subprocess.run([*QUEUECTL, "--db", db, "worker", "start", "--daemon", "--pidfile", str(pidfile),
+                        "--name", "bg1"], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    try:
+        wait_for(lambda: store.get_job("bg").state == JobState.COMPLETED, message="the daemon to run the job")
+    finally:
+        pid = wait_for(lambda: pidfile.exists() and int(pidfile.read_text()), message="the pidfile")
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: store.worker_by_name("bg1") is None, message="the daemon to drain and deregister")
+    log = (tmp_path / "state" / "queuectl" / "worker-bg1.log").read_text()
+    assert "job bg completed" in log and "worker bg1 stopped" in log, log
