@@ -193,8 +193,8 @@ class SqlStore:
 
         Ready: pending or failed and due (see _DUE), in `queues` (empty: every queue).
         Order: priority (higher first), then run_at, then enqueue order. Each claim counts
-        one attempt. One UPDATE ... RETURNING inside BEGIN IMMEDIATE, so two workers never
-        claim the same job. (`exchange` with nothing to finish.)
+        one attempt. Atomic (see each engine's _claim_rows), so two workers never claim
+        the same job. (`exchange` with nothing to finish.)
         """
         return self.exchange(worker_id, (), (), queues, limit, now)[1]
 
