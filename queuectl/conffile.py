@@ -8,7 +8,7 @@
 
 `db` applies when neither --db nor QUEUECTL_DB is given. [defaults] replaces the built-in
 default of a setting; a value stored with `queuectl config set` still wins over it.
-QUEUECTL_CONFIG names another file (empty: none).
+QUEUECTL_CONFIG names another file, which must exist (empty: none).
 """
 
 from __future__ import annotations
@@ -36,7 +36,11 @@ class SiteConfig:
 def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
     """Read the site configuration file if there is one; raises InvalidConfig if it is malformed."""
     path = environ.get("QUEUECTL_CONFIG", DEFAULT_PATH)
-    if not path or not os.path.exists(path):
+    if not path:
+        return SiteConfig()
+    if not os.path.exists(path):
+        if path != DEFAULT_PATH:  # named on purpose: a typo must not fall back to a private queue
+            raise InvalidConfig(f"QUEUECTL_CONFIG names {path}, which does not exist")
         return SiteConfig()
     import configparser  # only when there is a file: keeps it off most start-ups
     parser = configparser.ConfigParser(interpolation=None)

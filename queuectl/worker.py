@@ -106,7 +106,7 @@ class Worker:
         self.config = self._load_settings()
         self.runner = Runner(self.config["output-limit"], clock=self.monotonic)
         self._forced: set[str] = set()  # jobs stopped by a second signal: requeued, not failed
-        self._unrecorded: list = []  # (job id, RunResult) of ended jobs not yet written
+        self._unrecorded: list = []  # (job id, RunResult, when it ended on self.clock) of ended jobs not yet written
         self._draining_recorded = False
         self._poke = None  # the wake-up socket (queuectl.wake)
         self._wakeups = None  # the store's wake-up source (PostgreSQL's LISTEN), if any
@@ -244,7 +244,8 @@ class Worker:
                     self._wakeups.take()
                 self._look_for_cancels = True
             if finished:
-                self._unrecorded.extend(finished)
+                ended = self.clock()
+                self._unrecorded.extend((key, result, ended) for key, result in finished)
 
     def _on_stop_request(self, announced: int) -> int:
         if announced == 0:
@@ -368,9 +369,9 @@ class Worker:
         finished = self._unrecorded
         if not finished and free <= 0:
             return 0
-        forced = [key for key, _ in finished if key in self._forced]
-        outcomes = [Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr)
-                    for key, r in finished if key not in self._forced]
+        forced = [key for key, _, _ in finished if key in self._forced]
+        outcomes = [Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr, ended)
+                    for key, r, ended in finished if key not in self._forced]
         states, jobs = self.store.exchange(self.worker_id, outcomes, forced, self.queues, free, self.now(),
                                            self.config)
         self._unrecorded = []

@@ -853,6 +853,18 @@ def test_empty_file_becomes_a_queuectl_database(run_cli, db):
     assert json_only(run_cli("status", "--json"))["jobs"]["pending"] == 1
 
 
+def test_a_configuration_file_named_by_the_environment_must_exist(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "QUEUECTL_CONFIG": str(tmp_path / "typo.conf"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    r = subprocess.run([sys.executable, "-m", "queuectl", "status"], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 78 and r.stdout == "", r
+    assert r.stderr == f"queuectl: error: QUEUECTL_CONFIG names {tmp_path / 'typo.conf'}, which does not exist\n"
+    assert not (tmp_path / "data").exists()  # no private queue made in its place
+
+
 def test_enqueue_imports_neither_the_worker_nor_click_commands_it_does_not_run(db):
     import subprocess
     import sys

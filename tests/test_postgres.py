@@ -119,6 +119,23 @@ def test_a_malformed_uri_is_bad_input(pg_server):
     assert "not a valid PostgreSQL URI" in line and PASSWORD not in line, line
 
 
+@pytest.mark.parametrize("uri", ["postgresql://queuectl@127.0.0.1:notaport/queuectl",
+                                 f"postgresql://u:{PASSWORD}@127.0.0.1/q?sslmode=bogus"])
+def test_values_that_libpq_checks_only_when_it_connects_are_bad_input_too(uri):
+    line = one_error_line(queuectl(uri, "status", check=False), 2)
+    assert "not a valid PostgreSQL URI" in line and PASSWORD not in line, line
+
+
+@pytest.mark.parametrize("target", ["postgresql:", f"POSTGRESQL://u:{PASSWORD}@h/q", "postgresql:/h/q",
+                                    "postgresq://h/q", f"host=127.0.0.1 dbname=q password={PASSWORD}"])
+def test_a_value_meant_for_postgresql_that_is_no_uri_makes_no_sqlite_file(target, tmp_path):
+    r = subprocess.run([*QUEUECTL, "--db", target, "status"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=60)
+    line = one_error_line(r, 2)
+    assert "postgresql://user@host/dbname" in line and PASSWORD not in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_missing_database_given_by_the_environment_is_a_configuration_error(pg_server):
     env = {**os.environ, "QUEUECTL_DB": pg_server.uri("no_such_database")}
     r = subprocess.run([*QUEUECTL, "status"], capture_output=True, text=True, env=env, timeout=60)
@@ -235,14 +252,18 @@ def test_a_server_restart_loses_nothing_and_runs_nothing_twice(db, run_cli, pg_s
     procs = [_start_worker(db, tmp_path, "--name", f"w{n}", "--count", "2") for n in range(2)]
     try:
         wait_for(lambda: len(os.listdir(runs)) >= 6, message="jobs to run")
-        pg_server.restart(mode="fast")  # running jobs end meanwhile: their results wait in memory
-        time.sleep(1.5)
+        pg_server.stop()  # running jobs end meanwhile: their results wait in memory
+        time.sleep(2)
+        pg_server.start()
         wait_for(lambda: all(p.poll() is None for p in procs) and queuectl(db, "status", "--json", check=False)
                  .returncode == 0, message="the server to take connections again")
         with open_store(db) as s:
             wait_for(lambda: s.counts().get("default", {}).get("completed", 0) == 40, timeout=60,
                      message=f"every job to complete: {[_log(p) for p in procs]}")
             assert s.run_counts()["default"] == {"completed": 40}  # no failed attempt, no recovery
+            # finished_at is when a job ended, also for those written once the server was back
+            longest = max(j.finished_at - j.started_at for j in s.list_jobs(limit=100))
+            assert longest < 1.5, longest
         for i in range(40):
             assert (runs / f"r{i}").read_text() == "1\n"  # each ran once
         logs = "".join(_log(p) for p in procs)

@@ -105,9 +105,10 @@ def _fail(message: str, code: int):
 
 @click.group(cls=QueuectlGroup, short_help="a durable job queue for shell commands",
              context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", metavar="PATH", envvar="QUEUECTL_DB",
-              help="SQLite database file [env QUEUECTL_DB; default: db in /etc/queuectl/queuectl.conf,"
-                   " else $XDG_DATA_HOME/queuectl/queuectl.db]")
+@click.option("--db", metavar="PATH|URI", envvar="QUEUECTL_DB",
+              help="SQLite database file, or PostgreSQL URI (postgresql://user@host/dbname; keep passwords in"
+                   " ~/.pgpass) [env QUEUECTL_DB; default: db in /etc/queuectl/queuectl.conf (env QUEUECTL_CONFIG"
+                   " names another file), else $XDG_DATA_HOME/queuectl/queuectl.db]")
 @click.version_option(__version__, prog_name="queuectl")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from queuectl.dburi import is_uri
+from queuectl.dburi import is_uri, near_miss
+from queuectl.errors import InvalidInput
 from queuectl.store.base import PURGE_BATCH, CancelResult, DuplicateJob, JobProcess, Outcome, WorkerGone
 from queuectl.store.sql import SqlStore
 from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, default_db_path
@@ -20,12 +21,17 @@ Store = SqlStore
 def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None) -> SqlStore:
     """Open the queue at `target`: a PostgreSQL URI (postgresql://, postgres://) or a SQLite file path.
 
-    Raises what the engine's constructor raises (InvalidInput, InvalidConfig, DatabaseError).
+    Raises InvalidInput for a value meant for PostgreSQL that is not such a URI (a mistyped
+    scheme, libpq's keyword form), and what the engine's constructor raises (InvalidInput,
+    InvalidConfig, DatabaseError).
     """
     if is_uri(target):
         from queuectl.store.postgres import PostgresStore
 
         return PostgresStore(target, durable=durable, defaults=defaults)
+    why = near_miss(target)
+    if why is not None:
+        raise InvalidInput(why)
     return SqliteStore(target, durable=durable, defaults=defaults)
 
 

@@ -38,6 +38,8 @@ class Outcome:
     """How one run of a job ended, as the worker reports it to `finish`.
 
     `ok` is True for exit status 0; `error` says why it failed otherwise; output is raw bytes.
+    `ended_at` is when the job ended, in Unix seconds on the store's clock (its finished_at,
+    also when the result is written later, after a database outage); None: when written.
     """
 
     job_id: str
@@ -46,6 +48,7 @@ class Outcome:
     error: str | None
     stdout: bytes = b""
     stderr: bytes = b""
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ What differs from SQLite (the queries themselves are shared: queuectl.store.sql)
   suspend), so host clocks may disagree.
 - Connections: a lost connection is opened again on the next call, at most once per
   back-off period (RECONNECT_MIN doubling up to RECONNECT_MAX seconds); meanwhile calls
-  fail with DatabaseError, which the worker rides out with its jobs and results in memory.
+  fail with the last connection error (the same text, so that the worker logs it once),
+  which the worker rides out with its jobs and results in memory.
 - Counters are deltas folded by one worker at a time (see postgres_schema), and
   maintenance takes advisory locks so that it runs once, not in every worker.
 A password in the URI never appears in any message or output (describe, errors).
@@ -51,8 +52,9 @@ CONNECT_TIMEOUT = 10
 #: worker's retry loop takes over. A URI that sets one of them keeps its own value.
 TCP_FAILFAST = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
                 "tcp_user_timeout": 30_000}
-#: Seconds between reconnection attempts after a failure: doubling from MIN up to MAX.
-RECONNECT_MIN, RECONNECT_MAX = 0.5, 8.0
+#: Seconds between reconnection attempts after a failure: doubling from MIN up to MAX (so a server
+#: that comes back is found within RECONNECT_MAX seconds).
+RECONNECT_MIN, RECONNECT_MAX = 0.5, 4.0
 #: The NOTIFY channel that wakes workers.
 CHANNEL = "queuectl"
 #: Advisory lock keys (pg_advisory_xact_lock): schema migration, counter folding.
@@ -60,7 +62,7 @@ LOCK_MIGRATE, LOCK_FOLD = 0x51435401, 0x51435402
 
 def _missing_driver() -> InvalidConfig:
     return InvalidConfig("a PostgreSQL database needs psycopg 3: apt-get install python3-psycopg"
-                         f" (or pip install 'queuectl[postgresql]'); {_IMPORT_ERROR}")
+                         f" (in a virtualenv of the source tree: pip install -e '.[postgresql]'); {_IMPORT_ERROR}")
 
 
 class Row(tuple):
@@ -173,6 +175,7 @@ class PostgresStore(SqlStore):
         self._tcp = {k: v for k, v in TCP_FAILFAST.items() if k not in params}
         self._display = _display(params)
         self._conn = None
+        self._connect_error: DatabaseError | None = None  # the last failure, repeated until the next try
         self._retry_at = 0.0
         self._pause = RECONNECT_MIN
         self._offset: float | None = None  # server wall clock minus this host's CLOCK_BOOTTIME
@@ -201,23 +204,26 @@ class PostgresStore(SqlStore):
                                    options=f"-c search_path={SCHEMA}", application_name="queuectl",
                                    row_factory=_row_factory, **self._tcp)
         except psycopg.Error as e:
-            raise DatabaseError(f"cannot connect to database {self._display}: {self._redact(_first_line(e))}") from None
+            reason = self._redact(_first_line(e))
+            if "connection is bad" in reason and "invalid" in reason:  # libpq checks some values only here
+                raise InvalidInput(f"not a valid PostgreSQL URI: {reason}") from None
+            raise DatabaseError(f"cannot connect to database {self._display}: {reason}") from None
 
     def _connection(self):
         """The open connection, opened again if it was lost (at most once per back-off period)."""
         if self._conn is not None and not (self._conn.closed or self._conn.broken):
             return self._conn
         now = time.monotonic()
-        if now < self._retry_at:
-            raise DatabaseError(f"cannot connect to database {self._display}: retrying in"
-                                f" {self._retry_at - now:.1f} s")
+        if now < self._retry_at and self._connect_error is not None:
+            raise DatabaseError(str(self._connect_error))
         try:
             self._conn = self._connect()
-        except DatabaseError:
+        except DatabaseError as e:
+            self._connect_error = e
             self._retry_at = now + self._pause
             self._pause = min(self._pause * 2, RECONNECT_MAX)
             raise
-        self._pause = RECONNECT_MIN
+        self._pause, self._connect_error = RECONNECT_MIN, None
         return self._conn
 
     @property
@@ -367,8 +373,9 @@ def _uri_password(uri: str) -> str | None:
 
 
 def _first_line(error: Exception) -> str:
-    """A psycopg error's message as one line."""
-    return " ".join(str(error).split()) or type(error).__name__
+    """A psycopg error's message as one line (libpq's lines joined by "; ")."""
+    lines = [" ".join(line.split()) for line in str(error).splitlines()]
+    return "; ".join(line for line in lines if line) or type(error).__name__
 
 
 def _display(params: dict) -> str:
@@ -381,7 +388,8 @@ def _display(params: dict) -> str:
     port = f":{params['port']}" if params.get("port") else ""
     if params.get("service"):
         query += ("&" if query else "?") + f"service={params['service']}"
-    return f"postgresql://{user}{host}{port}/{params.get('dbname', '')}{query}"
+    dbname = f"/{params['dbname']}" if params.get("dbname") else ""
+    return f"postgresql://{user}{host}{port}{dbname}{query}"
 
 
 __all__ = ["PostgresStore", "CHANNEL"]

@@ -270,12 +270,13 @@ class SqlStore:
 
     def _finish_one(self, c, worker_id, o: Outcome, now: Instant, config) -> JobState | None:
         owned = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
+        ended_at = now.wall if o.ended_at is None else min(o.ended_at, now.wall)
         ended = ("updated_at = ?, finished_at = ?, exit_code = ?, last_error = ?,"
                  " worker_id = NULL, pgid = NULL, pgid_start = NULL")
         if o.ok:  # one statement: a success needs nothing read first
             state = JobState.COMPLETED
             row = c.execute(f"UPDATE jobs SET state = 'completed', {ended} {owned} RETURNING seq, attempts",
-                            (now.wall, now.wall, o.exit_code, o.error, o.job_id, worker_id)).fetchone()
+                            (now.wall, ended_at, o.exit_code, o.error, o.job_id, worker_id)).fetchone()
         else:
             row = c.execute(f"SELECT seq, attempts, max_retries, cancel_requested_at FROM jobs {owned}",
                             (o.job_id, worker_id)).fetchone()
@@ -283,7 +284,7 @@ class SqlStore:
                 state, schedule = after_failure(row["attempts"], row["max_retries"], now, config,
                                                  row["cancel_requested_at"])
                 c.execute(f"UPDATE jobs SET state = ?, {_RESCHEDULE}, {ended} WHERE seq = ?",
-                          (state.value, *schedule, now.wall, now.wall, o.exit_code, o.error, row["seq"]))
+                          (state.value, *schedule, now.wall, ended_at, o.exit_code, o.error, row["seq"]))
         if row is None:
             return None
         if o.stdout or o.stderr:
