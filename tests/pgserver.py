@@ -3,7 +3,9 @@
 The server lives in a fresh directory under /tmp: its data directory, its log and its Unix socket.
 It listens on 127.0.0.1 on a free port and on that socket, with settings for tests (fsync off) and
 trust authentication, except for the role `qpass`, which must give its password ('s3cret-pw') over
-TCP. Run as root, initdb and pg_ctl run as the system user postgres (initdb refuses root).
+TCP. `PgServer(durable=True)` keeps a real server's durability instead (fsync, full_page_writes and
+synchronous_commit on), for measurements (bench/run.py). Run as root, initdb and pg_ctl run as the
+system user postgres (initdb refuses root).
 
     server = PgServer()
     server.start()
@@ -118,9 +120,12 @@ class PgServer:
             return f"psycopg is not importable (pip install psycopg): {e}".replace("\n", " ")
         return None
 
-    def __init__(self, base: Path | None = None):
-        """`base`: where the server's temporary directory is made (default /tmp); nothing starts yet."""
+    def __init__(self, base: Path | None = None, durable: bool = False):
+        """`base`: where the server's temporary directory is made (default /tmp); `durable`: commits
+        reach the disk (fsync, full_page_writes, synchronous_commit on) instead of the tests' fsync off.
+        Nothing starts yet."""
         self.base = Path(base) if base is not None else Path("/tmp")
+        self.durable = durable
         self.dir: Path | None = None  # the temporary directory: data/, server.log, the socket
         self.data: Path | None = None
         self.log: Path | None = None
@@ -337,12 +342,13 @@ class PgServer:
 
     def _write_settings(self) -> None:
         settings = self.data / "queuectl_test.conf"
+        durability = ("fsync = on\nfull_page_writes = on\nsynchronous_commit = on\n" if self.durable
+                      else "fsync = off\nfull_page_writes = off\n")
         settings.write_text(
             f"port = {self.port}\n"
             "listen_addresses = '127.0.0.1'\n"
             f"unix_socket_directories = '{self.socket_dir}'\n"
-            "fsync = off\n"
-            "full_page_writes = off\n"
+            f"{durability}"
             "max_connections = 200\n"
             "password_encryption = 'scram-sha-256'\n"
         )

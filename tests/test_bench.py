@@ -1,11 +1,14 @@
 """The benchmark runs end to end at tiny sizes (so it cannot rot); it reports, it does not gate."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from pgserver import PgServer
 
 pytestmark = pytest.mark.processes
 
@@ -14,7 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     out = tmp_path / "bench.json"
-    r = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--smoke", "--json", str(out)],
+    no_postgres = os.environ.get("QUEUECTL_TEST_POSTGRES") == "skip"  # as the PostgreSQL tests skip
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--smoke", "--json", str(out),
+                        *(["--no-postgresql"] if no_postgres else [])],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     results = json.loads(out.read_text())
@@ -23,3 +28,23 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     assert all(v > 0 for v in results["drain_per_s"].values())
     assert results["pickup"]["p50_ms"] >= 0 and results["enqueue"]["ratio"] > 0
     assert "drain --count 2" in r.stdout and "pickup latency" in r.stdout
+
+    pg = results["postgresql"]
+    why = "--no-postgresql given" if no_postgres else PgServer.missing()
+    if why is not None:
+        assert pg == {"skipped": why}
+        assert f"PostgreSQL figures skipped: {why}" in r.stdout.splitlines()
+        return
+    assert "skipped" not in pg, pg
+    server = pg["server"]
+    assert (server["fsync"], server["synchronous_commit"], server["full_page_writes"]) == ("on", "on", "on")
+    assert all(v > 0 for v in pg["drain_per_s"].values())
+    assert all(v > 0 for v in pg["drain_ratio"].values()) and all(v > 0 for v in pg["drain_vs_sqlite"].values())
+    assert 0 <= pg["pickup"]["p50_ms"] <= pg["pickup"]["p95_ms"]
+    assert pg["pickup"]["poll_interval_s"] == results["pickup"]["poll_interval_s"] >= 1.0  # the wake-up, not a poll
+    assert pg["enqueue_file"]["cli_rows_per_s"] > 0 and pg["enqueue_file"]["vs_sqlite"] > 0
+    scale = pg["scale"]
+    assert scale["stored_completed"] == results["scale"]["stored_completed"]
+    assert min(scale["drain_ratio"], scale["status_ratio"], scale["list_ratio"], scale["status_vs_sqlite"]) > 0
+    for line in ("pg: drain --count 2", "pg: pickup latency", "pg: enqueue --file", "pg: status / list"):
+        assert line in r.stdout, line
