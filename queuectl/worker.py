@@ -141,6 +141,10 @@ class Worker:
                 # Deregister only after a clean stop: a worker declared dead has no row left, and
                 # one that crashed leaves its row for recovery to find.
                 if code == EXIT_OK:
+                    try:  # a --burst drain may end before its next heartbeat would have done it
+                        self.store.maintain(self.worker_id)
+                    except QueuectlError as e:
+                        log.warning("housekeeping at exit skipped: %s", e)
                     self.store.deregister(self.worker_id)
                 self.runner.close()
                 if self._poke is not None:

@@ -333,3 +333,12 @@ def test_a_detached_worker_logs_under_xdg_state_home(db, run_cli, store, tmp_pat
         wait_for(lambda: store.worker_by_name("bg1") is None, message="the daemon to drain and deregister")
     log = (tmp_path / "state" / "queuectl" / "worker-bg1.log").read_text()
     assert "job bg completed" in log and "worker bg1 stopped" in log, log
+
+
+def test_a_burst_drain_leaves_its_counters_folded(db, run_cli, store):
+    lines = "\n".join(json.dumps({"id": f"b{i}", "command": "true"}) for i in range(30))
+    assert run_cli("enqueue", "--file", "-", input=lines).exit_code == 0
+    assert queuectl(db, "worker", "start", "--burst", "--count", "2").returncode == 0
+    assert store.c.execute("SELECT count(*) FROM job_count_deltas").fetchone()[0] == 0
+    assert store.c.execute("SELECT count(*) FROM job_run_deltas").fetchone()[0] == 0
+    assert store.counts() == {"default": {"completed": 30}} and store.run_counts() == {"default": {"completed": 30}}
