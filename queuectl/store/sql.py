@@ -150,8 +150,8 @@ class SqlStore:
 
         A job's relative wait (`delay`, 0 for one given no time) counts from `now` (its
         run_at is set again from it, on the store's clock) and is also kept on `now`'s
-        monotonic clock; an absolute run_at (delay None) is kept as given. Raises DuplicateJob naming the first id that exists already or
-        repeats in `jobs`.
+        monotonic clock; an absolute run_at (delay None) is kept as given. Raises
+        DuplicateJob naming the first id that exists already or repeats in `jobs`.
         """
         now = instant(now)
         rows = [
@@ -236,7 +236,7 @@ class SqlStore:
     def _exists_ready(self, where: str, params: list) -> bool:
         with self._errors():
             return self.c.execute(f"SELECT EXISTS (SELECT 1 FROM jobs {self.READY_INDEX} WHERE {where})",
-                                     params).fetchone()[0] == 1
+                                  params).fetchone()[0] == 1
 
     @staticmethod
     def _ready_filter(queues: Sequence[str], now: Instant) -> tuple[str, list]:
@@ -309,7 +309,8 @@ class SqlStore:
         return sum(
             c.execute(
                 "UPDATE jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
-                " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, worker_id = NULL, pgid = NULL, pgid_start = NULL,"
+                " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
+                " worker_id = NULL, pgid = NULL, pgid_start = NULL,"
                 " started_at = NULL, updated_at = ?, finished_at = CASE WHEN cancel_requested_at IS NULL"
                 " THEN finished_at ELSE ? END WHERE id = ? AND worker_id = ? AND state = 'processing'",
                 (now.wall, now.wall, job_id, worker_id),
@@ -340,7 +341,8 @@ class SqlStore:
             try:
                 cur = c.execute(
                     "INSERT INTO workers (name, host, boot_id, pid, pid_start, pid_ns, uid, slots, queues, unit,"
-                    " started_at, heartbeat_at, heartbeat_mono) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    " started_at, heartbeat_at, heartbeat_mono) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " RETURNING id",
                     (info["name"], info["host"], info["boot_id"], info["pid"], info["pid_start"], info.get("pid_ns"),
                      info.get("uid"), info["slots"], ",".join(info["queues"]), info.get("unit"), now.wall, now.wall,
                      now.mono),
@@ -362,7 +364,7 @@ class SqlStore:
         """Record that the worker has begun to drain (claims nothing more)."""
         with self._errors():
             self.c.execute("UPDATE workers SET draining_since = ? WHERE id = ? AND draining_since IS NULL",
-                              (instant(now).wall, worker_id))
+                           (instant(now).wall, worker_id))
 
     def deregister(self, worker_id: int) -> None:
         """Remove the worker's registration."""
@@ -519,7 +521,8 @@ class SqlStore:
     def counts(self) -> dict[str, dict[str, int]]:
         """Return {queue: {state: count}} for every queue that has jobs (zero counts left out)."""
         with self._errors():
-            rows = self.c.execute(f"SELECT queue, state, n FROM {self.COUNTS_FROM} WHERE n > 0 ORDER BY queue").fetchall()
+            rows = self.c.execute(f"SELECT queue, state, n FROM {self.COUNTS_FROM} WHERE n > 0 ORDER BY queue"
+                                  ).fetchall()
         out: dict[str, dict[str, int]] = {}
         for r in rows:
             out.setdefault(r["queue"], {})[r["state"]] = r["n"]
@@ -667,7 +670,7 @@ class SqlStore:
             for state, age in older_than.items():
                 where, params = _finished_filter(state, now.wall - age, queue)
                 n += self.c.execute(f"SELECT count(*) FROM jobs {self.FINISHED_INDEX} WHERE {where}",
-                                       params).fetchone()[0]
+                                    params).fetchone()[0]
         return n
 
     def take_lease(self, name: str, holder: int, now: Instant | float, ttl: float) -> bool:
