@@ -343,3 +343,13 @@ def test_a_burst_drain_leaves_its_counters_folded(db, run_cli, store):
     assert store.c.execute("SELECT count(*) FROM job_count_deltas").fetchone()[0] == 0
     assert store.c.execute("SELECT count(*) FROM job_run_deltas").fetchone()[0] == 0
     assert store.counts() == {"default": {"completed": 30}} and store.run_counts() == {"default": {"completed": 30}}
+
+
+def test_connections_give_up_on_a_vanished_server_within_seconds_unless_the_uri_says_otherwise(db):
+    # The kernel alone would wait about 15 minutes for a host that lost power (TCP retransmissions).
+    with open_store(db) as s:
+        params = s._connect().info.get_parameters()
+        assert (params.get("tcp_user_timeout"), params.get("keepalives_idle")) == ("10000", "5"), params
+    own = db + ("&" if "?" in db else "?") + "tcp_user_timeout=60000"
+    with open_store(own) as s:
+        assert s._connect().info.get_parameters()["tcp_user_timeout"] == "60000"

@@ -45,13 +45,14 @@ except ImportError as _e:  # psycopg itself, or its libpq
     psycopg = None
     _IMPORT_ERROR = str(_e)
 
-#: Seconds a connection attempt may take before it fails.
-CONNECT_TIMEOUT = 10
+#: Seconds a connection attempt may take before it fails. The worker's one thread waits meanwhile
+#: (its jobs run on, but their output is not read), so it is kept short.
+CONNECT_TIMEOUT = 5
 #: TCP settings (libpq parameters) that let a connection to a server that vanished (its host lost
-#: power, the network went) fail within about 30 s instead of the kernel's 15 minutes, so that the
-#: worker's retry loop takes over. A URI that sets one of them keeps its own value.
-TCP_FAILFAST = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
-                "tcp_user_timeout": 30_000}
+#: power, the network went) fail within about 10 s instead of the kernel's 15 minutes, so that the
+#: worker's retry loop takes over well within WatchdogSec. A URI that sets one keeps its own value.
+TCP_FAILFAST = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+                "tcp_user_timeout": 10_000}
 #: Seconds between reconnection attempts after a failure: doubling from MIN up to MAX (so a server
 #: that comes back is found within RECONNECT_MAX seconds).
 RECONNECT_MIN, RECONNECT_MAX = 0.5, 4.0
