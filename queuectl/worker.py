@@ -168,7 +168,10 @@ class Worker:
             if alive is None:  # another host: only its heartbeat can tell
                 alive = liveness.heartbeat_age(previous, now) < self.config["stale-after"]
             if alive:
-                raise Conflict(f"a worker named {self.name!r} is already running (pid {previous.pid} on {previous.host})")
+                hint = "" if previous.host == procs.hostname() else (
+                    "; workers on several hosts need names of their own, such as queuectl-worker@HOST-1")
+                raise Conflict(f"a worker named {self.name!r} is already running (pid {previous.pid} on"
+                               f" {previous.host}){hint}")
             if not self._kill_local(self.store.worker_jobs(previous.id)):
                 raise Conflict(f"the previous worker named {self.name!r} left jobs running that this user cannot"
                                " kill; start it as that user")

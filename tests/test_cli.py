@@ -1066,3 +1066,12 @@ def test_status_and_metrics_still_report_when_a_stored_setting_is_broken(run_cli
     assert status["retention"]["dead"] == 604800.0  # the default, in place of the broken value
     assert status["workers"][0]["state"] == "running"
     assert "queuectl_jobs{" in ok(run_cli("metrics"))
+
+
+def test_a_worker_name_taken_on_another_host_says_to_name_workers_per_host(run_cli, db):
+    with open_store(db) as s:
+        s.register_worker({**WORKER_INFO, "name": "1"}, s.now())  # alive, on another host
+        before = snapshot(db)
+    line = assert_error(run_cli("worker", "start", "--name", "1", "--burst"), 1, "a worker named '1' is already running")
+    assert "on testhost" in line and "names of their own" in line, line
+    assert snapshot(db) == before
