@@ -1072,6 +1072,7 @@ def test_a_worker_name_taken_on_another_host_says_to_name_workers_per_host(run_c
     with open_store(db) as s:
         s.register_worker({**WORKER_INFO, "name": "1"}, s.now())  # alive, on another host
         before = snapshot(db)
-    line = assert_error(run_cli("worker", "start", "--name", "1", "--burst"), 1, "a worker named '1' is already running")
+    line = assert_error(run_cli("worker", "start", "--name", "1", "--burst"), 1,
+                        "a worker named '1' is already running")
     assert "on testhost" in line and "names of their own" in line, line
     assert snapshot(db) == before
