@@ -249,7 +249,10 @@ def test_execstart_runs_the_worker_in_the_foreground_named_after_the_instance(un
     [exec_start] = unit.all("Service", "ExecStart")
     argv = exec_start.split()
     assert argv[:3] == [SHIPPED_BINARY, "worker", "start"], argv
-    assert argv[argv.index("--name") + 1] == "%i"
+    # The name comes from the environment, so that worker-%i.env or a drop-in can change it
+    # (hosts sharing a PostgreSQL queue need names of their own): --name would win over it.
+    assert "--name" not in argv
+    assert environment(unit)["QUEUECTL_WORKER_NAME"] == "%i"
     assert "--daemon" not in argv  # Type=notify: the main process is the worker itself
 
 

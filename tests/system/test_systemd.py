@@ -165,6 +165,26 @@ def test_per_instance_environment_file_sets_slots_and_queues(sysd):
     assert (w["name"], w["slots"], sorted(w["queues"])) == ("4", 3, ["build", "deploy"])
 
 
+def test_a_drop_in_names_every_instance_after_its_host(sysd):
+    # Hosts that share a PostgreSQL queue need worker names of their own: Environment= in a
+    # drop-in for the template renames every instance, and worker-N.env still wins over it.
+    c = sysd
+    c.write("/etc/systemd/system/queuectl-worker@.service.d/name.conf",
+            "[Service]\nEnvironment=QUEUECTL_WORKER_NAME=%H-%i\n")
+    c.write("/etc/queuectl/worker-6.env", "QUEUECTL_WORKER_NAME=six\n")
+    c.run("systemctl", "daemon-reload")
+    try:
+        start(c, "5", "6")
+        names = sorted(w["name"] for w in json.loads(q(c, "status", "--json").stdout)["workers"]
+                       if w["unit"] in ("queuectl-worker@5.service", "queuectl-worker@6.service"))
+        host = c.run("hostname").stdout.strip()
+        assert names == [f"{host}-5", "six"], names
+    finally:
+        c.run("systemctl", "stop", "queuectl-worker@5", "queuectl-worker@6", check=False)
+        c.run("rm", "-r", "/etc/systemd/system/queuectl-worker@.service.d", "/etc/queuectl/worker-6.env")
+        c.run("systemctl", "daemon-reload")
+
+
 def test_enqueue_wakes_a_sandboxed_worker_at_once(sysd):
     c = sysd
     start(c, "1")
