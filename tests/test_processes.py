@@ -709,7 +709,8 @@ def test_verbose_logs_each_start_and_the_default_only_ends(db, run_cli):
 
 
 def test_cancel_stops_a_running_jobs_whole_group_within_a_second(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)
+    # Heartbeats 30 s apart: only the wake-up (a datagram; PostgreSQL's NOTIFY) can make the worker act in time.
+    configure(run_cli, ("stale-after", "90"), ("heartbeat-interval", "30"))
     d = safe_path(tmp_path)
     enqueue(run_cli, id="long", command=f"sleep 30 & echo $! > {d}/child; echo started; sleep 30")
     w = workers.start("--name", "w")
