@@ -42,7 +42,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from queuectl.jobspec import NewJob  # noqa: E402
-from queuectl.cli.common import wake_workers  # noqa: E402
 from queuectl.store import is_uri, open_store  # noqa: E402
 
 PY = sys.executable
@@ -183,7 +182,7 @@ def pickup(db: str, n: int, idle: float) -> dict:
                 now = store.clock()
                 store.enqueue([NewJob(job_id, "true", "default", 0, None, now, None, None)], now)
                 committed = store.clock()
-                wake_workers(store)  # what `queuectl enqueue` does after its commit (PostgreSQL: nothing)
+                store.wake_workers()  # what `queuectl enqueue` does after its commit (PostgreSQL: nothing)
                 while (job := store.get_job(job_id)).started_at is None:
                     time.sleep(0.0005)
                 latencies.append(max(0.0, job.started_at - committed) * 1000)

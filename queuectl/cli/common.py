@@ -134,11 +134,6 @@ def note_truncation(store: Store, shown: int, limit: int, state: str | None, que
         click.echo(f"({shown} of {total} jobs shown; use --limit for more)", err=True)
 
 
-def wake_workers(store: Store) -> None:
-    """Tell idle workers that jobs are ready (after the commit), so that they claim at once."""
-    store.wake_workers()
-
-
 def is_postgres(app: App) -> bool:
     """Return True if the database in force is a PostgreSQL URI."""
     return is_uri(app.db_path())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from queuectl.cli.common import HelpGroup, json_option, note_truncation, pass_app, print_json, print_table, wake_workers
+from queuectl.cli.common import HelpGroup, json_option, note_truncation, pass_app, print_json, print_table
 from queuectl.models import JobState, iso, one_line
 
 
@@ -56,4 +56,4 @@ def retry(app, job_ids):
     store.dlq_retry(list(job_ids), store.now())
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
-    wake_workers(store)
+    store.wake_workers()

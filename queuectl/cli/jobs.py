@@ -8,7 +8,7 @@ import click
 
 from queuectl import clock
 from queuectl.cli.common import (json_option, note_truncation, pass_app, print_json, print_table,
-                                  settings_for_reports, wake_workers)
+                                  settings_for_reports)
 from queuectl.errors import Conflict, InvalidInput
 from queuectl.jobspec import check_queue, parse_job
 from queuectl.models import JobState, iso, one_line
@@ -51,7 +51,7 @@ def enqueue(app, job, file):
         line = lines[e.index]
         raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
     click.echo("\n".join(ids))
-    wake_workers(store)
+    store.wake_workers()
 
 
 def _read_jobs(file, now):

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, pass_app, print_json, settings_for_reports, wake_workers
+from queuectl.cli.common import json_option, pass_app, print_json, settings_for_reports
 from queuectl.errors import InvalidInput, QueuectlError
 from queuectl.jobspec import check_queue
 from queuectl.models import JobState
@@ -52,7 +52,8 @@ def cancel(app, job_ids, queue, states, wait, as_json):
     if not results:
         click.echo("no jobs to cancel", err=True)
         return
-    _poke_owners(results)
+    if any(r.result == "requested" for r in results):
+        store.wake_workers()  # their workers look for cancel requests when woken (PostgreSQL: the NOTIFY did)
     finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait)
     report = []
     for r in results:
@@ -85,14 +86,6 @@ def _describe(item: dict) -> str:
             "processing": f"cancel requested; worker {item['worker']} is stopping it"}.get(item["state"], item["state"])
 
 
-def _poke_owners(results) -> None:
-    """Wake the local workers that run jobs being cancelled, so that they act at once."""
-    from queuectl import procs, wake
-
-    wake.poke({r.worker_pid for r in results if r.result == "requested" and r.worker_host == procs.hostname()
-               and r.worker_boot and procs.same_boot(r.worker_boot)})
-
-
 def _await_stops(store, job_ids: list[str], wait: float) -> dict[str, str]:
     """Wait up to `wait` seconds for the jobs to leave processing; return each one's state then."""
     deadline = time.monotonic() + wait
@@ -118,7 +111,7 @@ def retry(app, job_ids):
     store.retry(list(job_ids), store.now())
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
-    wake_workers(store)
+    store.wake_workers()
 
 
 def _set_paused(app, queues, paused: bool) -> None:
@@ -129,7 +122,7 @@ def _set_paused(app, queues, paused: bool) -> None:
     for name, did in zip(names, changed):
         click.echo(f"{name}: {word if did else ('already paused' if paused else 'not paused')}")
     if not paused:
-        wake_workers(store)
+        store.wake_workers()
 
 
 @click.command()

@@ -55,16 +55,13 @@ class Outcome:
 class CancelResult:
     """What `cancel` did to one job: `result` is "cancelled" (at once), "requested" (its worker
     stops it) or "error" (`message` says why). `state` is the job's state before (None: no
-    such job); the worker fields name a processing job's worker, for a wake-up."""
+    such job); `worker` names a processing job's worker."""
 
     job_id: str
     state: JobState | None
     result: str
     message: str | None = None
     worker: str | None = None
-    worker_host: str | None = None
-    worker_pid: int | None = None
-    worker_boot: str | None = None
 
 
 @dataclass(frozen=True)

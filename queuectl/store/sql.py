@@ -127,7 +127,8 @@ class SqlStore:
         return None
 
     def wake_workers(self) -> None:
-        """Tell idle workers that jobs are ready, after the commit: this host's, by a datagram (queuectl.wake)."""
+        """Wake this host's workers after a commit that made jobs ready or requested a cancel, by a datagram
+        each (queuectl.wake), so that they act at once rather than at their next poll or heartbeat."""
         from queuectl import procs, wake
 
         wake.poke(pid for pid, boot in self.worker_pids(procs.hostname()) if procs.same_boot(boot))
@@ -591,7 +592,7 @@ class SqlStore:
 
     @staticmethod
     def _cancel_one(c, job_id: str, now: Instant) -> CancelResult:
-        row = c.execute("SELECT j.seq, j.state, j.cancel_requested_at, w.name, w.host, w.pid, w.boot_id FROM jobs j"
+        row = c.execute("SELECT j.seq, j.state, j.cancel_requested_at, w.name FROM jobs j"
                         " LEFT JOIN workers w ON w.id = j.worker_id WHERE j.id = ?", (job_id,)).fetchone()
         if row is None:
             return CancelResult(job_id, None, "error", f"no job with id {job_id!r}")
@@ -603,8 +604,7 @@ class SqlStore:
         if state == JobState.PROCESSING:
             if row["cancel_requested_at"] is None:
                 c.execute("UPDATE jobs SET cancel_requested_at = ? WHERE seq = ?", (now.wall, row["seq"]))
-            return CancelResult(job_id, state, "requested", worker=row["name"],
-                                worker_host=row["host"], worker_pid=row["pid"], worker_boot=row["boot_id"])
+            return CancelResult(job_id, state, "requested", worker=row["name"])
         return CancelResult(job_id, state, "error", f"job {job_id!r} is {state.value}; only pending, failed and"
                                                     " processing jobs can be cancelled")
 
