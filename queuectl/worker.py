@@ -249,6 +249,8 @@ class Worker:
                     drain(self._poke)
                 if self._wakeups is not None:
                     self._wakeups.take()
+                    if self._wakeups.broken:  # out of the selector before any new fd can reuse its number
+                        self._drop_wakeups()
                 self._look_for_cancels = True
             if finished:
                 ended = self.clock()
@@ -286,16 +288,25 @@ class Worker:
         return True
 
     def _listen(self) -> None:
-        """Keep the store's wake-up source in the runner's select(): opened again after it broke."""
-        source = self.store.wakeup_source()
-        if source is self._wakeups:
-            return
+        """Keep the store's wake-up source in the runner's select(): opened again after it broke.
+
+        A broken source leaves the selector before the store closes or replaces it: libpq may
+        have closed its socket already, and a job's pipe started next could get the same fd
+        number (a selector that still held it would refuse the pipe).
+        """
+        if self._wakeups is not None and self._wakeups.broken:
+            self._drop_wakeups()
         if self._wakeups is not None:
-            self.runner.remove_wake_fd(self._wakeups_fd)
-        self._wakeups = source
+            return
+        source = self.store.wakeup_source()
         if source is not None:
-            self._wakeups_fd = source.fileno()
+            self._wakeups, self._wakeups_fd = source, source.fileno()
             self.runner.add_wake_fd(self._wakeups_fd)
+
+    def _drop_wakeups(self) -> None:
+        """Take the broken wake-up source out of the selector (the store closes it when it opens the next)."""
+        self.runner.remove_wake_fd(self._wakeups_fd)
+        self._wakeups = None
 
     def _declared_dead(self) -> int:
         log.error("worker %s was declared dead by another worker and its jobs were recovered; exiting",

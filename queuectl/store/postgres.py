@@ -122,12 +122,15 @@ class _Wakeups:
         return self.conn.fileno()
 
     def take(self) -> int:
-        """Read what the server sent; return how many notifications. A broken connection is closed (0)."""
+        """Read what the server sent; return how many notifications (0 when the connection broke: see `broken`).
+
+        The connection is left for its owner to close: libpq may have closed its socket already,
+        and the caller must stop watching that fd first (PostgresStore.wakeup_source closes it).
+        """
         pg = self.conn.pgconn
         try:
             pg.consume_input()
         except psycopg.Error:
-            self.close()
             return 0
         n = 0
         while pg.notifies() is not None:
@@ -136,6 +139,7 @@ class _Wakeups:
 
     @property
     def broken(self) -> bool:
+        """True once the connection is closed or lost (its fd may already be closed, or another file's)."""
         return self.conn.closed or self.conn.broken or self.conn.pgconn.status != psycopg.pq.ConnStatus.OK
 
     def close(self) -> None:
