@@ -122,6 +122,7 @@ class Worker:
         self._last_beat: Instant | None = None
         self._db_failing_since: float | None = None  # monotonic time of the first failed write of an outage
         self._db_error_logged = (None, 0.0)  # (message, monotonic time) of the last one logged
+        self._listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 
     # -- lifecycle ------------------------------------------------------------------------------
 

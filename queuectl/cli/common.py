@@ -74,14 +74,14 @@ class App:
         self.db_source = "default"
         return default_db_path()
 
-    def store(self, durable: bool = True) -> Store:
-        """Open the database (creating it, and the default directory, on first use)."""
+    def store(self, durable: bool = True, session: bool = False) -> Store:
+        """Open the database (creating it, and the default directory, on first use); `session`: see open_store."""
         if self._store is None:
             path = self.db_path()
             if self.db_source == "default":
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
-                self._store = open_store(path, durable=durable, defaults=self.site().defaults)
+                self._store = open_store(path, durable=durable, defaults=self.site().defaults, session=session)
             except PermissionDenied:
                 raise
             except InvalidInput as e:

@@ -105,7 +105,7 @@ def _open_store(app):
     notifier, pause, said = Notifier(), CONNECT_RETRY_MIN, None
     while True:
         try:
-            return app.store(durable=False)
+            return app.store(durable=False, session=True)
         except DatabaseError as e:
             if not (notifier.enabled and is_postgres(app)) or "cannot connect" not in str(e):
                 raise

@@ -18,8 +18,13 @@ from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, def
 Store = SqlStore
 
 
-def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None) -> SqlStore:
+def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,
+               session: bool = False) -> SqlStore:
     """Open the queue at `target`: a PostgreSQL URI (postgresql://, postgres://) or a SQLite file path.
+
+    `session`: the caller is a worker, which keeps session state on PostgreSQL (LISTEN, prepared
+    statements) and so needs a connection of its own, not one through a pooler in transaction
+    mode; False (commands) keeps no state beyond a transaction. SQLite ignores it.
 
     Raises InvalidInput for a value meant for PostgreSQL that is not such a URI (a mistyped
     scheme, libpq's keyword form), and what the engine's constructor raises (InvalidInput,
@@ -28,7 +33,7 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     if is_uri(target):
         from queuectl.store.postgres import PostgresStore
 
-        return PostgresStore(target, durable=durable, defaults=defaults)
+        return PostgresStore(target, durable=durable, defaults=defaults, session=session)
     why = near_miss(target)
     if why is not None:
         raise InvalidInput(why)

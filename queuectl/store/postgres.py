@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import functools
 import re
+import select
 import time
+import uuid
 from urllib.parse import unquote
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -35,7 +37,7 @@ from typing import Any, Iterator
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
 from queuectl.errors import DatabaseError, InvalidConfig, InvalidInput, PermissionDenied
-from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
+from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
 from queuectl.store.sql import _JOB_COLUMNS, SqlStore
 
 try:
@@ -56,6 +58,8 @@ TCP_FAILFAST = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
 #: Seconds between reconnection attempts after a failure: doubling from MIN up to MAX (so a server
 #: that comes back is found within RECONNECT_MAX seconds).
 RECONNECT_MIN, RECONNECT_MAX = 0.5, 4.0
+#: Seconds a worker waits for its own test notification (wakeup_source); it comes in milliseconds.
+PROBE_TIMEOUT = 5.0
 #: The NOTIFY channel that wakes workers.
 CHANNEL = "queuectl"
 #: Advisory lock keys (pg_advisory_xact_lock): schema migration, counter folding.
@@ -91,18 +95,34 @@ def _row_factory(cursor):
 
 
 _PLACEHOLDER = re.compile(r"\?")
+#: A table of the queue's schema named bare where a query names a table (after FROM, JOIN,
+#: INTO, UPDATE or TABLE; the shared queries use no comma joins): qualified with the schema, so
+#: that no query depends on a search_path, which a pooler in transaction mode (PgBouncer)
+#: cannot keep per client. Column names (workers.queues) are left alone.
+_TABLE = re.compile(r"\b(FROM|JOIN|INTO|UPDATE|TABLE)(\s+)(" + "|".join(TABLES) + r")\b(?![.\w])",
+                    re.IGNORECASE)
+
+
+def qualify(sql: str) -> str:
+    """Return a shared query (sql.py's `?` placeholders, bare table names) in psycopg's dialect.
+
+    Placeholders become `%s`; the queue's tables (postgres_schema.TABLES) are qualified with
+    the schema where the query names a table. Tests check that TABLES lists every table the
+    migrations make, and the PostgreSQL tests run with the server's default search_path.
+    """
+    return _TABLE.sub(r"\1\2" + SCHEMA + r".\3", _PLACEHOLDER.sub("%s", sql))
 
 
 class _Connection:
-    """A psycopg connection that takes the shared queries' `?` placeholders."""
+    """A psycopg connection that takes the shared queries (see `qualify`)."""
 
     def __init__(self, conn):
         self.conn = conn
 
     @staticmethod
-    @functools.lru_cache(maxsize=256)
+    @functools.lru_cache(maxsize=512)
     def _sql(sql: str) -> str:
-        return _PLACEHOLDER.sub("%s", sql)
+        return qualify(sql)
 
     def execute(self, sql: str, params=()):
         return self.conn.execute(self._sql(sql), tuple(params))
@@ -137,6 +157,22 @@ class _Wakeups:
             n += 1
         return n
 
+    def wait_for(self, payload: str, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a notification carrying `payload`; True if it came."""
+        pg, deadline = self.conn.pgconn, time.monotonic() + timeout
+        while True:
+            try:
+                pg.consume_input()
+            except psycopg.Error:
+                return False
+            while (n := pg.notifies()) is not None:
+                if n.extra == payload.encode():
+                    return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            select.select([self.fileno()], [], [], left)
+
     @property
     def broken(self) -> bool:
         """True once the connection is closed or lost (its fd may already be closed, or another file's)."""
@@ -165,11 +201,13 @@ class PostgresStore(SqlStore):
     RUNS_FROM = ("(SELECT queue, outcome, sum(n)::bigint AS n FROM (SELECT queue, outcome, n FROM job_runs"
                  " UNION ALL SELECT queue, outcome, n FROM job_run_deltas) d GROUP BY queue, outcome) r")
 
-    def __init__(self, uri: str, *, durable: bool = True, defaults: dict[str, Any] | None = None):
+    def __init__(self, uri: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,
+                 session: bool = False):
         if psycopg is None:
             raise _missing_driver()
         self.UniqueViolation = psycopg.errors.UniqueViolation
         self.uri = uri
+        self.session = session
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
         self._password = _uri_password(uri)  # to keep out of messages, even when the URI is malformed
         try:
@@ -185,6 +223,7 @@ class PostgresStore(SqlStore):
         self._pause = RECONNECT_MIN
         self._offset: float | None = None  # server wall clock minus this host's CLOCK_BOOTTIME
         self._wakeups: _Wakeups | None = None
+        self._session_checked = False
         self._connection()
         with self._errors():
             self._migrate()
@@ -203,16 +242,24 @@ class PostgresStore(SqlStore):
         self._conn = self._wakeups = None
 
     def _connect(self):
-        """Open a connection (autocommit; the queue's schema first on the search path); raises DatabaseError."""
+        """Open a connection (autocommit); raises DatabaseError.
+
+        Nothing that a pooler in transaction mode (PgBouncer) refuses or loses: no startup
+        option (Debian's PgBouncer refuses `options`), no search_path (queries name the schema,
+        see `qualify`), and prepared statements only in a session store (a worker, which checks
+        that its connection is a session of its own: `wakeup_source`).
+        """
         try:
-            return psycopg.connect(self.uri, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                                   options=f"-c search_path={SCHEMA}", application_name="queuectl",
-                                   row_factory=_row_factory, **self._tcp)
+            conn = psycopg.connect(self.uri, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                                   application_name="queuectl", row_factory=_row_factory, **self._tcp)
         except psycopg.Error as e:
             reason = self._redact(_first_line(e))
             if "connection is bad" in reason and "invalid" in reason:  # libpq checks some values only here
                 raise InvalidInput(f"not a valid PostgreSQL URI: {reason}") from None
             raise DatabaseError(f"cannot connect to database {self._display}: {reason}") from None
+        if not self.session:
+            conn.prepare_threshold = None  # a pooler may run the next transaction on another server connection
+        return conn
 
     def _connection(self):
         """The open connection, opened again if it was lost (at most once per back-off period)."""
@@ -288,6 +335,7 @@ class PostgresStore(SqlStore):
                 c.execute("CREATE TABLE schema_version (version integer NOT NULL)")
                 c.execute("INSERT INTO schema_version VALUES (0)")
                 version = 0
+            c.conn.execute(f"SET LOCAL search_path = {SCHEMA}")  # for the migrations' bare names
             for step in range(version + 1, SCHEMA_VERSION + 1):
                 c.conn.execute(MIGRATIONS[step])  # several statements: no parameters, no placeholders
                 c.execute("UPDATE schema_version SET version = ?", (step,))
@@ -343,7 +391,14 @@ class PostgresStore(SqlStore):
         """Nothing to do: the transaction's NOTIFY reached every listening worker at commit."""
 
     def wakeup_source(self) -> _Wakeups | None:
-        """This worker's LISTEN connection (opened, or opened again if it broke); None while it cannot be."""
+        """This worker's LISTEN connection (opened, or opened again if it broke); None while it cannot be.
+
+        The first one opened is checked to be a session of its own: a NOTIFY sent from the
+        store's other connection must reach it within PROBE_TIMEOUT seconds. Behind a pooler in
+        transaction mode it never does (LISTEN stays on a server connection that the pooler
+        hands to other clients), so InvalidConfig is raised saying that workers need a direct
+        connection (worker-db). Raises DatabaseError if the check's NOTIFY fails.
+        """
         if self._wakeups is not None and not self._wakeups.broken:
             return self._wakeups
         if self._wakeups is not None:
@@ -354,8 +409,27 @@ class PostgresStore(SqlStore):
             conn.execute(f"LISTEN {CHANNEL}")
         except (DatabaseError, psycopg.Error):
             return None
-        self._wakeups = _Wakeups(conn)
-        return self._wakeups
+        wakeups = _Wakeups(conn)
+        if not self._session_checked:
+            try:
+                self._check_session(wakeups)
+            except BaseException:
+                wakeups.close()
+                raise
+            self._session_checked = True
+        self._wakeups = wakeups
+        return wakeups
+
+    def _check_session(self, wakeups: _Wakeups) -> None:
+        token = f"probe-{uuid.uuid4().hex}"
+        with self._errors():
+            self.c.execute("SELECT pg_notify(?, ?)", (CHANNEL, token))
+        if not wakeups.wait_for(token, PROBE_TIMEOUT):
+            raise InvalidConfig(
+                f"database {self._display}: a notification sent through it did not come back within"
+                f" {PROBE_TIMEOUT:g} s, as behind a pooler in transaction mode (PgBouncer): a worker needs a"
+                " connection of its own; give workers a direct URI with worker-db in the configuration file"
+                " or QUEUECTL_WORKER_DB")
 
     def maintain(self, worker_id: int) -> None:
         """Fold the counter deltas into their totals, in one short transaction, by one worker at a time."""

@@ -15,7 +15,13 @@ folded totals, and one worker at a time folds them (PostgresStore.maintain).
 #: The schema the tables live in.
 SCHEMA = "queuectl"
 
+#: The tables of the schema, which queries name bare and the store qualifies (postgres.qualify).
+TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
+          "workers", "config", "queues", "leases")
+
 #: MIGRATIONS[n] takes the schema from version n-1 to n. Append; never edit a released step.
+#: Each runs in one transaction whose search_path is the schema alone (SET LOCAL), so its bare
+#: names land there whatever the connection's own search_path is.
 MIGRATIONS: dict[int, str] = {
     1: """
 CREATE TABLE jobs (
@@ -121,6 +127,13 @@ CREATE TABLE workers (
 CREATE TABLE config (key text PRIMARY KEY, value text NOT NULL);
 CREATE TABLE queues (name text PRIMARY KEY, paused_at double precision);
 CREATE TABLE leases (name text PRIMARY KEY, holder bigint NOT NULL, expires_at double precision NOT NULL);
+""",
+    # The counter triggers' functions name their tables bare: they get the schema as their own
+    # search_path, since a connection through a pooler in transaction mode has the default one.
+    2: """
+ALTER FUNCTION jobs_count_insert() SET search_path = queuectl;
+ALTER FUNCTION jobs_count_delete() SET search_path = queuectl;
+ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
 """,
 }
 
