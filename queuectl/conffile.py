@@ -2,11 +2,14 @@
 
     [queuectl]
     db = /var/lib/queuectl/queuectl.db        # or a PostgreSQL URI: postgresql://queuectl@dbhost/queuectl
+    worker-db = postgresql://queuectl@dbhost:5432/queuectl   # optional: the workers' own (direct) URI
 
     [defaults]
     max-retries = 5
 
-`db` applies when neither --db nor QUEUECTL_DB is given. [defaults] replaces the built-in
+`db` applies when neither --db nor QUEUECTL_DB is given. `worker-db` is what workers use
+instead of `db` (commands go through a pooler such as PgBouncer, workers need a direct
+connection: see queuectl.cli.common.App.for_worker for the full order). [defaults] replaces the built-in
 default of a setting; a value stored with `queuectl config set` still wins over it.
 QUEUECTL_CONFIG names another file, which must exist (empty: none).
 """
@@ -26,10 +29,12 @@ DEFAULT_PATH = "/etc/queuectl/queuectl.conf"
 
 @dataclass(frozen=True)
 class SiteConfig:
-    """What the file says: `db` (a path, a PostgreSQL URI, or None) and typed setting `defaults` by canonical key."""
+    """What the file says: `db` and `worker-db` (a path, a PostgreSQL URI, or None) and typed setting
+    `defaults` by canonical key."""
 
     path: str | None = None
     db: str | None = None
+    worker_db: str | None = None
     defaults: dict[str, Any] = field(default_factory=dict)
 
 
@@ -53,13 +58,11 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
         raise InvalidConfig(f"cannot read {path}: {' '.join(str(e).split())}") from None
     problems = [f"[{s}]" for s in parser.sections() if s not in ("queuectl", "defaults")]
     if parser.has_section("queuectl"):
-        problems += [f"[queuectl] {k}" for k in parser["queuectl"] if k != "db"]
+        problems += [f"[queuectl] {k}" for k in parser["queuectl"] if k not in ("db", "worker-db")]
     if problems:
-        raise InvalidConfig(f"{path}: unknown {', '.join(problems)}; expected [queuectl] db = PATH (or URI)"
-                            " and [defaults] SETTING = VALUE")
-    db = parser.get("queuectl", "db", fallback=None) or None
-    if db is not None and not os.path.isabs(db) and not is_uri(db):
-        raise InvalidConfig(f"{path}: db must be an absolute path or a postgresql:// URI, got {db!r}")
+        raise InvalidConfig(f"{path}: unknown {', '.join(problems)}; expected [queuectl] db = PATH (or URI),"
+                            " worker-db = PATH (or URI) and [defaults] SETTING = VALUE")
+    db, worker_db = (_database(parser, path, key) for key in ("db", "worker-db"))
     defaults = {}
     if parser.has_section("defaults"):
         for key, raw in parser.items("defaults"):
@@ -68,4 +71,12 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
                 defaults[name] = settings.parse_value(name, raw)
             except InvalidInput as e:
                 raise InvalidConfig(f"{path}: [defaults] {e}") from None
-    return SiteConfig(path, db, defaults)
+    return SiteConfig(path, db, worker_db, defaults)
+
+
+def _database(parser, path: str, key: str) -> str | None:
+    """The [queuectl] `key` of the file: an absolute path, a PostgreSQL URI, or None; raises InvalidConfig."""
+    value = parser.get("queuectl", key, fallback=None) or None
+    if value is not None and not os.path.isabs(value) and not is_uri(value):
+        raise InvalidConfig(f"{path}: {key} must be an absolute path or a postgresql:// URI, got {value!r}")
+    return value

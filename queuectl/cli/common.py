@@ -47,7 +47,7 @@ class App:
     """The context object: the database (a SQLite path or a PostgreSQL URI), where it came from, and the store.
 
     The database is --db, else QUEUECTL_DB, else `db` in /etc/queuectl/queuectl.conf, else
-    the XDG default. One that cannot be used is bad input when given as an option (exit 2)
+    the XDG default (a worker's may differ: `for_worker`). One that cannot be used is bad input when given as an option (exit 2)
     but a configuration error when it came from the environment (a unit's environment
     file) or the configuration file (exit 78).
     """
@@ -74,6 +74,26 @@ class App:
         self.db_source = "default"
         return default_db_path()
 
+    def for_worker(self) -> None:
+        """Make the database in force the one a worker uses, which may differ from the commands' one.
+
+        Commands may reach PostgreSQL through a pooler in transaction mode (PgBouncer); a
+        worker keeps session state (LISTEN, prepared statements) and needs a connection of its
+        own. Order: --db on the command line, else QUEUECTL_WORKER_DB, else QUEUECTL_DB, else
+        `worker-db` in the configuration file, else its `db`, else the XDG default: the
+        environment before the file, and at each level the workers' own value first.
+        Raises InvalidConfig when QUEUECTL_WORKER_DB is set but empty.
+        """
+        if self.db_source == "option" and self.db:
+            return
+        env = os.environ.get("QUEUECTL_WORKER_DB")
+        if env is not None:
+            if not env.strip():
+                raise InvalidConfig("QUEUECTL_WORKER_DB is empty: give the workers' database, or unset it")
+            self.db, self.db_source = env, "worker environment"
+        elif not self.db and self.site().worker_db:
+            self.db, self.db_source = self.site().worker_db, "config"
+
     def store(self, durable: bool = True, session: bool = False) -> Store:
         """Open the database (creating it, and the default directory, on first use); `session`: see open_store."""
         if self._store is None:
@@ -85,8 +105,9 @@ class App:
             except PermissionDenied:
                 raise
             except InvalidInput as e:
-                if self.db_source == "environment":
-                    raise InvalidConfig(f"{e} (from QUEUECTL_DB)") from None
+                if self.db_source in ("environment", "worker environment"):
+                    var = "QUEUECTL_WORKER_DB" if self.db_source == "worker environment" else "QUEUECTL_DB"
+                    raise InvalidConfig(f"{e} (from {var})") from None
                 if self.db_source == "config":
                     raise InvalidConfig(f"{e} (from {self.site().path})") from None
                 raise

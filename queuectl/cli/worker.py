@@ -47,6 +47,10 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
     jobs and puts them back to pending without using an attempt. Under systemd
     (NOTIFY_SOCKET set) it reports READY, STATUS and STOPPING and pings the watchdog.
 
+    Its database: --db, else QUEUECTL_WORKER_DB, else QUEUECTL_DB, else worker-db in
+    /etc/queuectl/queuectl.conf, else db there. On PostgreSQL a worker needs a connection of
+    its own (it LISTENs): one through a pooler in transaction mode is refused (exit 78).
+
     \b
     Examples:
       queuectl worker start --count 4
@@ -58,6 +62,7 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
     from queuectl.jobspec import check_queue
     from queuectl.worker import Worker, check_name, default_name
 
+    app.for_worker()
     name = check_name(name) if name is not None else default_name()  # --name '' is an error, not the default
     try:
         queues = tuple(dict.fromkeys(check_queue(q) for arg in queues for q in arg.split(",") if q))
