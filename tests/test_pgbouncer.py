@@ -21,6 +21,8 @@ from queuectl.store import open_store
 from queuectl.store.postgres import qualify
 from queuectl.store.postgres_schema import SCHEMA, TABLES
 
+pytestmark = pytest.mark.processes  # real queuectl processes, workers among them
+
 
 @pytest.fixture(scope="module")
 def bouncer(pg_server):
