@@ -168,6 +168,7 @@ def test_qualify_names_tables_where_a_query_names_them_and_leaves_columns_alone(
                             " WHERE queue NOT IN (SELECT name FROM queuectl.queues) AND id = %s")
     assert qualify("INSERT INTO job_counts (queue) VALUES (?)") == "INSERT INTO queuectl.job_counts (queue) VALUES (%s)"
     assert qualify("UPDATE jobs SET x = 1") == "UPDATE queuectl.jobs SET x = 1"
+    assert qualify("VACUUM ANALYZE jobs") == "VACUUM ANALYZE queuectl.jobs"
     assert qualify("SELECT 1 FROM queuectl.jobs") == "SELECT 1 FROM queuectl.jobs"
 
 

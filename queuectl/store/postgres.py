@@ -95,11 +95,11 @@ def _row_factory(cursor):
 
 
 _PLACEHOLDER = re.compile(r"\?")
-#: A table of the queue's schema named bare where a query names a table (after FROM, JOIN,
-#: INTO, UPDATE or TABLE; the shared queries use no comma joins): qualified with the schema, so
-#: that no query depends on a search_path, which a pooler in transaction mode (PgBouncer)
-#: cannot keep per client. Column names (workers.queues) are left alone.
-_TABLE = re.compile(r"\b(FROM|JOIN|INTO|UPDATE|TABLE)(\s+)(" + "|".join(TABLES) + r")\b(?![.\w])",
+#: A table of the queue's schema named bare where a statement names a table (after FROM, JOIN,
+#: INTO, UPDATE, TABLE, ANALYZE or VACUUM; the shared queries use no comma joins): qualified
+#: with the schema, so that no query depends on a search_path, which a pooler in transaction
+#: mode (PgBouncer) cannot keep per client. Column names (workers.queues) are left alone.
+_TABLE = re.compile(r"\b(FROM|JOIN|INTO|UPDATE|TABLE|ANALYZE|VACUUM)(\s+)(" + "|".join(TABLES) + r")\b(?![.\w])",
                     re.IGNORECASE)
 
 
