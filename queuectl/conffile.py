@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from queuectl import settings
-from queuectl.dburi import is_uri
+from queuectl.dburi import is_uri, near_miss, redact
 from queuectl.errors import InvalidConfig, InvalidInput
 
 DEFAULT_PATH = "/etc/queuectl/queuectl.conf"
@@ -49,6 +49,11 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
             parser.read_file(f)
     except FileNotFoundError:
         return SiteConfig()
+    except configparser.MissingSectionHeaderError as e:  # its message repeats the line: it may hold a password
+        raise InvalidConfig(f"cannot read {path}: line {e.lineno} comes before any [section] header") from None
+    except configparser.ParsingError as e:
+        lines = ", ".join(str(lineno) for lineno, _ in e.errors)
+        raise InvalidConfig(f"cannot read {path}: line {lines}: not KEY = VALUE") from None
     except (OSError, UnicodeDecodeError, configparser.Error) as e:
         raise InvalidConfig(f"cannot read {path}: {' '.join(str(e).split())}") from None
     problems = [f"[{s}]" for s in parser.sections() if s not in ("queuectl", "defaults")]
@@ -59,7 +64,8 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
                             " and [defaults] SETTING = VALUE")
     db = parser.get("queuectl", "db", fallback=None) or None
     if db is not None and not os.path.isabs(db) and not is_uri(db):
-        raise InvalidConfig(f"{path}: db must be an absolute path or a postgresql:// URI, got {db!r}")
+        why = near_miss(db) or f"got {redact(repr(db), db)}"  # a mistyped URI may hold a password
+        raise InvalidConfig(f"{path}: db must be an absolute path or a postgresql:// URI: {why}")
     defaults = {}
     if parser.has_section("defaults"):
         for key, raw in parser.items("defaults"):

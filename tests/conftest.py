@@ -89,14 +89,15 @@ def _cli_runner() -> CliRunner:
 
 
 class Cli:
-    """Run queuectl commands in-process against one database; returns Click's Result."""
+    """Run queuectl commands in-process against one database (None: no --db); returns Click's Result."""
 
-    def __init__(self, db: str):
+    def __init__(self, db: str | None):
         self.db = db
         self.runner = _cli_runner()
 
     def __call__(self, *args: str, input: str | bytes | None = None, env: dict | None = None):
-        return self.runner.invoke(cli, ["--db", self.db, *args], input=input, env=env, catch_exceptions=False)
+        db = ["--db", self.db] if self.db is not None else []
+        return self.runner.invoke(cli, [*db, *args], input=input, env=env, catch_exceptions=False)
 
     def json(self, *args: str):
         result = self(*args, "--json")
