@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from queuectl import settings
-from queuectl.dburi import is_uri
+from queuectl.dburi import is_uri, near_miss, redact
 from queuectl.errors import InvalidConfig, InvalidInput
 
 DEFAULT_PATH = "/etc/queuectl/queuectl.conf"
@@ -54,6 +54,11 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
             parser.read_file(f)
     except FileNotFoundError:
         return SiteConfig()
+    except configparser.MissingSectionHeaderError as e:  # its message repeats the line: it may hold a password
+        raise InvalidConfig(f"cannot read {path}: line {e.lineno} comes before any [section] header") from None
+    except configparser.ParsingError as e:
+        lines = ", ".join(str(lineno) for lineno, _ in e.errors)
+        raise InvalidConfig(f"cannot read {path}: line {lines}: not KEY = VALUE") from None
     except (OSError, UnicodeDecodeError, configparser.Error) as e:
         raise InvalidConfig(f"cannot read {path}: {' '.join(str(e).split())}") from None
     problems = [f"[{s}]" for s in parser.sections() if s not in ("queuectl", "defaults")]
@@ -78,5 +83,6 @@ def _database(parser, path: str, key: str) -> str | None:
     """The [queuectl] `key` of the file: an absolute path, a PostgreSQL URI, or None; raises InvalidConfig."""
     value = parser.get("queuectl", key, fallback=None) or None
     if value is not None and not os.path.isabs(value) and not is_uri(value):
-        raise InvalidConfig(f"{path}: {key} must be an absolute path or a postgresql:// URI, got {value!r}")
+        why = near_miss(value) or f"got {redact(repr(value), value)}"  # a mistyped URI may hold a password
+        raise InvalidConfig(f"{path}: {key} must be an absolute path or a postgresql:// URI: {why}")
     return value

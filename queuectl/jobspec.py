@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import os
+import re
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -19,6 +20,8 @@ MAX_RETRIES = 2**31 - 1
 FIELDS = ("id", "command", "queue", "priority", "max_retries", "run_at", "delay", "timeout", "cwd")
 _ID = re.compile(r"[A-Za-z0-9._:@+=-]{1,128}")
 _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+#: An unknown field's name shown as it is in a message; any other is shown as repr() shows it.
+_PLAIN_NAME = re.compile(r"[\w.-]+")
 
 
 @dataclass(frozen=True)
@@ -66,13 +69,19 @@ def parse_job(text: str, now: float) -> NewJob:
     """Parse one JSON object (text) into a NewJob; `now` is Unix seconds for `delay`.
 
     Raises InvalidInput with one line naming the problem (malformed JSON with its position,
-    a missing or empty command, an unknown field, a value of the wrong type or range).
+    nesting too deep or an integer too long for Python to read, a missing or empty command, an
+    unknown field, a value of the wrong type or range). A message never holds a line break.
     """
     try:
         obj = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as e:
         where = f"column {e.colno}" if e.lineno == 1 else f"line {e.lineno} column {e.colno}"
-        raise InvalidInput(f"malformed JSON: {e.msg} at {where}") from None
+        msg = e.msg.removesuffix(" at")  # "Invalid control character at" would read "at at"
+        raise InvalidInput(f"malformed JSON: {msg} at {where}") from None
+    except RecursionError:
+        raise InvalidInput("malformed JSON: nested too deeply") from None
+    except ValueError:  # int(): Python reads at most sys.get_int_max_str_digits() digits
+        raise InvalidInput(f"malformed JSON: a number of more than {sys.get_int_max_str_digits()} digits") from None
     return validate_job(obj, now)
 
 
@@ -98,7 +107,8 @@ def validate_job(obj, now: float) -> NewJob:
         raise InvalidInput(f"a job must be a JSON object, got {type(obj).__name__ if obj is not None else 'null'}")
     unknown = sorted(set(obj) - set(FIELDS))
     if unknown:
-        raise InvalidInput(f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(FIELDS)}")
+        shown = ", ".join(k if _PLAIN_NAME.fullmatch(k) else repr(k) for k in unknown)  # repr: one line, no surrogate
+        raise InvalidInput(f"unknown field(s) {shown}; allowed: {', '.join(FIELDS)}")
     obj = {k: v for k, v in obj.items() if v is not None or k == "command"}  # null means absent
 
     command = obj.get("command")

@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from click.testing import CliRunner
 
 from pgserver import PgServer  # tests/pgserver.py
 from queuectl.cli import cli
-from queuectl.store import open_store
+from queuectl.store import is_uri, open_store
 
 
 def sqlite_path(tmp_path) -> str:
@@ -41,6 +42,38 @@ def raw_sql(db: str, sql: str, params=()) -> int:
             return c.execute(sql, params).rowcount
 
 
+def snapshot(path) -> tuple:
+    """Everything in the database: schema, rows of every table, and (SQLite) the header pragmas."""
+    if is_uri(path):
+        import psycopg
+
+        with psycopg.connect(path) as con:
+            tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables"
+                                                " WHERE table_schema = 'queuectl' ORDER BY 1")]
+            return tuple((t, tuple(con.execute(f"SELECT * FROM queuectl.{t} ORDER BY 1"))) for t in tables)
+    con = sqlite3.connect(path)
+    try:
+        pragmas = tuple(con.execute(f"PRAGMA {p}").fetchone()[0] for p in ("user_version", "application_id"))
+        return pragmas, tuple(con.iterdump())
+    finally:
+        con.close()
+
+
+def assert_error(result, code: int, *fragments: str) -> str:
+    """One line on stderr, 'queuectl: error: ...', exit `code`, nothing on stdout; return the line."""
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert result.stderr.endswith("\n")
+    line = lines[0]
+    assert line.startswith("queuectl: error: "), line
+    assert "Traceback" not in line
+    for fragment in fragments:
+        assert fragment in line, (fragment, line)
+    return line
+
+
 @pytest.fixture
 def store(db):
     s = open_store(db)
@@ -56,14 +89,15 @@ def _cli_runner() -> CliRunner:
 
 
 class Cli:
-    """Run queuectl commands in-process against one database; returns Click's Result."""
+    """Run queuectl commands in-process against one database (None: no --db); returns Click's Result."""
 
-    def __init__(self, db: str):
+    def __init__(self, db: str | None):
         self.db = db
         self.runner = _cli_runner()
 
     def __call__(self, *args: str, input: str | bytes | None = None, env: dict | None = None):
-        return self.runner.invoke(cli, ["--db", self.db, *args], input=input, env=env, catch_exceptions=False)
+        db = ["--db", self.db] if self.db is not None else []
+        return self.runner.invoke(cli, [*db, *args], input=input, env=env, catch_exceptions=False)
 
     def json(self, *args: str):
         result = self(*args, "--json")

@@ -19,7 +19,7 @@ from datetime import datetime
 import click
 import pytest
 
-from conftest import SQLITE_ONLY, raw_sql
+from conftest import SQLITE_ONLY, assert_error, raw_sql, snapshot
 from queuectl.cli import cli as cli_group
 
 from queuectl.cli import cli
@@ -50,38 +50,6 @@ def db(backend_db):
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def snapshot(path) -> tuple:
-    """Everything in the database: schema, rows of every table, and (SQLite) the header pragmas."""
-    if is_uri(path):
-        import psycopg
-
-        with psycopg.connect(path) as con:
-            tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables"
-                                                " WHERE table_schema = 'queuectl' ORDER BY 1")]
-            return tuple((t, tuple(con.execute(f"SELECT * FROM queuectl.{t} ORDER BY 1"))) for t in tables)
-    con = sqlite3.connect(path)
-    try:
-        pragmas = tuple(con.execute(f"PRAGMA {p}").fetchone()[0] for p in ("user_version", "application_id"))
-        return pragmas, tuple(con.iterdump())
-    finally:
-        con.close()
-
-
-def assert_error(result, code: int, *fragments: str) -> str:
-    """One line on stderr, 'queuectl: error: ...', exit `code`, nothing on stdout; return the line."""
-    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert result.stderr.endswith("\n")
-    line = lines[0]
-    assert line.startswith("queuectl: error: "), line
-    assert "Traceback" not in line
-    for fragment in fragments:
-        assert fragment in line, (fragment, line)
-    return line
 
 
 def ok(result) -> str:

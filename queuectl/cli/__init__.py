@@ -99,6 +99,7 @@ def _fail(message: str, code: int):
     from queuectl.logsetup import stderr_is_journal
 
     prefix = "<3>" if stderr_is_journal() else ""  # an error to `journalctl -p err`, as sd-daemon(3) has it
+    message = " ".join(message.splitlines())  # one line, whatever a value it quotes holds (a URI's dbname: %0A)
     click.echo(f"{prefix}queuectl: error: {message}", err=True)
     sys.exit(code)
 

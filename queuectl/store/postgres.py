@@ -30,12 +30,12 @@ import re
 import select
 import time
 import uuid
-from urllib.parse import unquote
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
+from queuectl.dburi import redact, uri_error
 from queuectl.errors import DatabaseError, InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
 from queuectl.store.sql import _JOB_COLUMNS, SqlStore
@@ -209,14 +209,9 @@ class PostgresStore(SqlStore):
         self.uri = uri
         self.session = session
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
-        self._password = _uri_password(uri)  # to keep out of messages, even when the URI is malformed
-        try:
-            params = _conninfo.conninfo_to_dict(uri)
-        except psycopg.Error as e:
-            raise InvalidInput(f"not a valid PostgreSQL URI: {self._redact(_first_line(e))}") from None
-        self._password = params.get("password") or self._password
+        params = _parse(uri)
         self._tcp = {k: v for k, v in TCP_FAILFAST.items() if k not in params}
-        self._display = _display(params)
+        self._display = self._redact(_display(params))  # a malformed user part can land in host, port or dbname
         self._conn = None
         self._connect_error: DatabaseError | None = None  # the last failure, repeated until the next try
         self._retry_at = 0.0
@@ -255,7 +250,7 @@ class PostgresStore(SqlStore):
         except psycopg.Error as e:
             reason = self._redact(_first_line(e))
             if "connection is bad" in reason and "invalid" in reason:  # libpq checks some values only here
-                raise InvalidInput(f"not a valid PostgreSQL URI: {reason}") from None
+                raise InvalidInput(f"not a valid PostgreSQL URI: {uri_error(reason, self.uri)}") from None
             raise DatabaseError(f"cannot connect to database {self._display}: {reason}") from None
         if not self.session:
             conn.prepare_threshold = None  # a pooler may run the next transaction on another server connection
@@ -283,9 +278,8 @@ class PostgresStore(SqlStore):
         return _Connection(self._connection())
 
     def _redact(self, text: str) -> str:
-        if self._password:
-            text = text.replace(self._password, "***")
-        return text
+        """`text` without any candidate password of the URI (queuectl.dburi.redact)."""
+        return redact(text, self.uri)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -444,11 +438,21 @@ class PostgresStore(SqlStore):
                       " GROUP BY queue, outcome ON CONFLICT (queue, outcome) DO UPDATE SET n = job_runs.n + excluded.n")
 
 
-def _uri_password(uri: str) -> str | None:
-    """The password in a URI's user information (percent-encoded as written, and decoded), if any."""
-    userinfo = uri.partition("://")[2].partition("/")[0].rpartition("@")[0]
-    written = userinfo.partition(":")[2]
-    return unquote(written) or None
+def _parse(uri: str) -> dict:
+    """The URI's connection parameters (libpq's parser); raises InvalidInput that never quotes the URI."""
+    why = None
+    if "\0" in uri:
+        why = "it holds a NUL character"  # libpq would read it as the URI's end
+    else:
+        try:
+            return _conninfo.conninfo_to_dict(uri)
+        except psycopg.Error as e:
+            why = uri_error(_first_line(e), uri)
+        except UnicodeEncodeError:  # a byte that is not UTF-8 (the shell's argument, as a surrogate)
+            why = "it is not UTF-8 text"
+        except UnicodeDecodeError:  # psycopg decodes libpq's percent-decoded values as UTF-8
+            why = "a percent-encoded value is not UTF-8 text"
+    raise InvalidInput(f"not a valid PostgreSQL URI: {why}")
 
 
 def _first_line(error: Exception) -> str:
