@@ -276,6 +276,35 @@ def test_a_server_restart_loses_nothing_and_runs_nothing_twice(db, run_cli, pg_s
 
 
 @pytest.mark.processes
+def test_a_busy_worker_survives_fast_restarts_and_completes_every_job(db, run_cli, pg_server, tmp_path):
+    # The LISTEN connection breaks at each restart. A worker busy with short jobs opens pipes all
+    # the time: one of them got the broken socket's fd number while the selector still held it,
+    # and the worker died ("FD already registered"). Heartbeats 5 s apart (the default) leave the
+    # broken connection to the wake-up path alone between two of them.
+    configure(run_cli, ("poll-interval", "0.1"))
+    runs = tmp_path / "runs"
+    lines = "\n".join(json.dumps({"id": f"b{i:04d}", "command": f"echo b{i:04d} >> {runs}"}) for i in range(1500))
+    assert run_cli("enqueue", "--file", "-", input=lines).exit_code == 0
+    w = _start_worker(db, tmp_path, "--name", "busy", "--count", "2")
+    try:
+        for restart in range(3):
+            wait_for(lambda: runs.exists() and len(runs.read_text().split()) >= 200 * (restart + 1), timeout=60,
+                     message=f"jobs to run before restart {restart + 1}: {_log(w)}")
+            pg_server.restart("fast")
+            wait_for(lambda: len(runs.read_text().split()) >= 200 * (restart + 1) + 20 or w.poll() is not None,
+                     timeout=30, message=f"jobs to start again after restart {restart + 1}: {_log(w)}")
+            assert w.poll() is None, _log(w)
+        with open_store(db) as s:
+            wait_for(lambda: s.counts().get("default", {}).get("completed", 0) == 1500, timeout=120,
+                     message=f"every job to complete: {_log(w)}")
+        assert w.poll() is None, _log(w)
+        ran = runs.read_text().split()
+        assert len(ran) == 1500 and len(set(ran)) == 1500  # each once
+    finally:
+        assert _stop(w) == 0, _log(w)
+
+
+@pytest.mark.processes
 def test_under_systemd_a_worker_waits_for_a_server_that_is_not_up_yet(db, run_cli, pg_server, tmp_path):
     configure(run_cli, ("heartbeat-interval", "0.5"), ("stale-after", "5"))
     enqueue(run_cli, id="after-boot", command="true")
