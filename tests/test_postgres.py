@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import QUEUECTL, configure, enqueue, queuectl, raw_sql, wait_for
-from queuectl.errors import DatabaseError, InvalidInput
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 from queuectl.models import JobState
 from queuectl.store import open_store
 from queuectl.store.postgres_schema import SCHEMA_VERSION
@@ -102,6 +102,8 @@ def test_the_queue_lives_in_its_own_schema(db, pg_server):
 def test_a_server_that_is_not_there_is_one_line_and_exit_1(pg_server):
     port = pg_server.port + 1 if pg_server.port < 65535 else 1
     uri = f"postgresql://nobody:{PASSWORD}@127.0.0.1:{port}/nothing"
+    with pytest.raises(DatabaseUnavailable):  # which a worker rides out (queuectl.worker's watchdog rule)
+        open_store(uri)
     for args in (("status",), ("enqueue", '{"command":"true"}'), ("list", "--json"), ("worker", "start", "--burst")):
         line = one_error_line(queuectl(uri, *args, check=False), 1)
         assert "cannot connect to database postgresql://nobody@127.0.0.1:" in line, line
@@ -301,6 +303,41 @@ def test_a_busy_worker_survives_fast_restarts_and_completes_every_job(db, run_cl
         ran = runs.read_text().split()
         assert len(ran) == 1500 and len(set(ran)) == 1500  # each once
     finally:
+        assert _stop(w) == 0, _log(w)
+
+
+@pytest.mark.processes
+def test_the_watchdog_is_fed_through_an_outage_and_status_says_why(db, run_cli, pg_server, tmp_path):
+    # The loop lives while the server is down: it pings (WATCHDOG_USEC 2 s: a ping at least every
+    # 2 s) and says so in STATUS=, and its running job is neither stopped nor run again.
+    configure(run_cli, ("heartbeat-interval", "0.5"), ("stale-after", "5"), ("poll-interval", "0.1"))
+    gate = tmp_path / "go"
+    enqueue(run_cli, id="through", command=f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    sock = NotifySocket(f"@queuectl-test/{os.getpid()}/{time.monotonic_ns()}")
+    w = _start_worker(db, tmp_path, "--name", "fed", env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "2000000"})
+    try:
+        with open_store(db) as s:
+            wait_for(lambda: s.get_job("through").state == JobState.PROCESSING, message=_log(w))
+        wait_for(lambda: len(sock.pings()) >= 2, message=f"pings: {_log(w)}")
+        pg_server.stop()
+        down = time.monotonic()
+        time.sleep(6)  # the outage's length: three watchdog timeouts
+        up = time.monotonic()
+        pg_server.start()
+        wait_for(lambda: "takes writes again" in _log(w), timeout=30, message=_log(w))
+        gate.touch()
+        with open_store(db) as s:
+            wait_for(lambda: s.get_job("through").state == JobState.COMPLETED, message=_log(w))
+            assert s.get_job("through").attempts == 1
+        pings = [p for p in sock.pings() if down - 2 <= p <= up + 2]
+        gaps = [b - a for a, b in zip(pings, pings[1:])]
+        print(f"\n  watchdog pings through a 6 s outage: {len(pings)}, longest gap {max(gaps):.2f} s")
+        assert pings and pings[0] < down and pings[-1] > up and max(gaps) < 2.0, sock.dump(down)
+        said = [t for t in sock.statuses() if t.startswith("database unavailable for ")]
+        assert said and "1 job(s) running" in said[-1], sock.statuses()
+        assert w.poll() is None
+    finally:
+        sock.close()
         assert _stop(w) == 0, _log(w)
 
 

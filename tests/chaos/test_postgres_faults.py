@@ -95,11 +95,12 @@ class Fleet:
                  message=f"the workers to register and beat: {self.logs()}")
         self.fds_before = {name: fd_count(p.pid) for name, p in self.procs.items()}
 
-    def drain(self, prefix: str, count: int) -> float:
-        """Start workers w0 and w1, then enqueue `count` jobs of 0 to 50 ms; return when (monotonic)."""
+    def drain(self, prefix: str, count: int, settings=()) -> float:
+        """Start workers w0 and w1, make `settings`, enqueue `count` jobs of 0 to 50 ms; return when (monotonic)."""
         for n in range(2):
             self.start(f"w{n}")
         self.settle()
+        configure(self.run_cli, *settings)  # the workers read them at their next heartbeat
         started = time.monotonic()
         self.enqueue(self.log.jobs([f"{prefix}{i:05d}" for i in range(count)], max_ms=50))
         return started
@@ -176,7 +177,9 @@ def fleet(db, pg_server, run_cli, workers, tmp_path) -> Fleet:
 
 
 def test_six_server_restarts_while_two_workers_drain(fleet, pg_server, figures):
-    started = fleet.drain("r", 3000)
+    # Heartbeats 5 s apart (the defaults): only the wake-up path sees the LISTEN connection break
+    # between two of them, and a busy worker starts jobs all the while.
+    started = fleet.drain("r", 3000, settings=(("stale-after", "30"), ("heartbeat-interval", "5")))
     done_at_restart, restart_seconds = [], []
     for _ in range(RESTARTS):
         time.sleep(RESTART_EVERY)  # the cadence of the fault itself
