@@ -135,6 +135,7 @@ class Worker:
         self._last_beat: Instant | None = None
         self._db_failing_since: float | None = None  # monotonic time of the first failed write of an outage
         self._db_error_logged = (None, 0.0)  # (message, monotonic time) of the last one logged
+        self._unregistered_stop = False  # stopped while the database failed: the registration stays
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -153,7 +154,7 @@ class Worker:
             finally:
                 # Deregister only after a clean stop: a worker declared dead has no row left, and
                 # one that crashed leaves its row for recovery to find.
-                if code == EXIT_OK:
+                if code == EXIT_OK and not self._unregistered_stop:
                     try:  # a --burst drain may end before its next heartbeat would have done it
                         self.store.maintain(self.worker_id)
                     except QueuectlError as e:
@@ -252,6 +253,8 @@ class Worker:
                     # arrives all the time). The watchdog is pinged only if the database is unavailable
                     # (the module's watchdog rule).
                     self._database_failed(e)
+                    if self.stop_requests and not self.runner.running and not self._unrecorded:
+                        return self._stop_unregistered()
                     retry_at = self.monotonic() + DB_RETRY
                     wait = DB_RETRY
             self.notifier.status(self._status_line())
@@ -367,6 +370,15 @@ class Worker:
             held = len(self.runner.running) + len(self._unrecorded)
             log.error("%s; keeping %d job(s) and their results, retrying every %g s", error, held, DB_RETRY)
             self._db_error_logged = (str(error), mono)
+
+    def _stop_unregistered(self) -> int:
+        """Stop (asked to) while the database fails, with nothing running or held: waiting for it
+        would only hold the stop up, maybe for systemd's whole TimeoutStopSec. The registration is
+        left behind; the next worker of this host to look finds its process gone and removes it."""
+        log.warning("worker %s stopped while the database fails; its registration is left for a worker of"
+                    " this host to remove: %s", self.name, self._summary())
+        self._unregistered_stop = True
+        return EXIT_OK
 
     def _database_works(self) -> None:
         """After an outage (once a whole turn of the loop succeeded): say so, and give every other

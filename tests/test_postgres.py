@@ -342,6 +342,27 @@ def test_the_watchdog_is_fed_through_an_outage_and_status_says_why(db, run_cli, 
 
 
 @pytest.mark.processes
+def test_a_stop_while_the_server_is_down_does_not_wait_for_it_with_nothing_to_record(db, run_cli, pg_server,
+                                                                                     tmp_path):
+    configure(run_cli, ("heartbeat-interval", "0.5"), ("stale-after", "5"), ("poll-interval", "0.1"))
+    w = _start_worker(db, tmp_path, "--name", "idle")
+    try:
+        wait_for(lambda: "worker idle started" in _log(w), message=_log(w))
+        pg_server.stop()
+        wait_for(lambda: "cannot connect" in _log(w) or "lost the connection" in _log(w), message=_log(w))
+        w.send_signal(signal.SIGTERM)
+        assert w.wait(10) == 0, _log(w)  # not until the server is back: it has nothing to record
+        assert "registration is left" in _log(w)
+    finally:
+        if not pg_server.running():
+            pg_server.start()
+        w.log.close()
+    # The next worker of this host finds the process gone and takes the name over at once.
+    r = queuectl(db, "worker", "start", "--name", "idle", "--burst")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.processes
 def test_under_systemd_a_worker_waits_for_a_server_that_is_not_up_yet(db, run_cli, pg_server, tmp_path):
     configure(run_cli, ("heartbeat-interval", "0.5"), ("stale-after", "5"))
     enqueue(run_cli, id="after-boot", command="true")
