@@ -17,6 +17,15 @@ class DatabaseError(QueuectlError):
     """The database cannot be used: locked, unreadable, not a queuectl database (exit 1)."""
 
 
+class DatabaseUnavailable(DatabaseError):
+    """The database cannot be reached or take writes for now, for any process alike (exit 1).
+
+    A PostgreSQL server that cannot be connected to or whose connection was lost, a SQLite file
+    locked by another process for longer than the busy timeout, a full disk: a new process
+    would meet the same, so a worker rides it out (see queuectl.worker, the watchdog rule).
+    """
+
+
 class InvalidInput(QueuectlError):
     """A job, a config value or an argument is malformed (exit 2)."""
 

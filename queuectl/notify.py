@@ -64,6 +64,6 @@ class Notifier:
         self._send(f"STOPPING=1\nSTATUS={status}")
 
     def watchdog(self) -> None:
-        """Ping the watchdog: call only after a successful heartbeat write."""
+        """Ping the watchdog: call only from a live loop (queuectl.worker's watchdog rule)."""
         if self.watchdog_interval is not None:
             self._send("WATCHDOG=1")

@@ -3,6 +3,19 @@
 One thread does everything; it sleeps in the runner's select() until a job ends, output
 arrives, a signal wakes it, or a timer (heartbeat, poll) is due. The worker knows no
 SQL: every state change goes through the store.
+
+The watchdog rule (systemd's WatchdogSec): the watchdog watches the loop. A turn of the loop
+pings it after it wrote the heartbeat, or after it found the database unavailable
+(DatabaseUnavailable: a PostgreSQL server that cannot be reached or whose connection was lost,
+a SQLite lock held elsewhere for the whole busy timeout, a full disk). Such an outage meets
+every process alike, a new incarnation included: a restart would gain nothing and would kill
+the running jobs, which the loop keeps running (reading their output, enforcing timeouts,
+holding their results) while it tries the database again every DB_RETRY seconds; STATUS=
+says how long it has lasted. The pings stop, so that systemd restarts the worker, when the loop
+stops turning (hung, frozen, or blocked in one call: a SQLite write waiting for a lock, a
+connection attempt), and on any other database error, which a new process might not meet (a
+connection that answers but refuses every write, as a server demoted to a standby does; a
+SQLite file replaced under the open one).
 """
 
 from __future__ import annotations
@@ -18,7 +31,7 @@ from typing import Callable, Sequence
 from queuectl import liveness, procs
 from queuectl import settings as settings_mod
 from queuectl.clock import STEP_TOLERANCE, Instant
-from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, QueuectlError
+from queuectl.errors import Conflict, DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, QueuectlError
 from queuectl.models import JobState, one_line
 from queuectl.notify import Notifier
 from queuectl.runner import JobEnvironment, Runner
@@ -122,6 +135,7 @@ class Worker:
         self._last_beat: Instant | None = None
         self._db_failing_since: float | None = None  # monotonic time of the first failed write of an outage
         self._db_error_logged = (None, 0.0)  # (message, monotonic time) of the last one logged
+        self._unregistered_stop = False  # stopped while the database failed: the registration stays
         self._listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -141,7 +155,7 @@ class Worker:
             finally:
                 # Deregister only after a clean stop: a worker declared dead has no row left, and
                 # one that crashed leaves its row for recovery to find.
-                if code == EXIT_OK:
+                if code == EXIT_OK and not self._unregistered_stop:
                     try:  # a --burst drain may end before its next heartbeat would have done it
                         self.store.maintain(self.worker_id)
                     except QueuectlError as e:
@@ -235,11 +249,13 @@ class Worker:
                 except WorkerGone:
                     return self._declared_dead()
                 except (DatabaseError, InvalidInput) as e:  # InvalidInput: a database turned read-only
-                    # A locked, full or failing database: keep the jobs running and their results in
-                    # memory, send no watchdog ping, and try again in DB_RETRY seconds (not at every
-                    # wake-up: output arrives all the time). systemd restarts a worker stuck here for
-                    # longer than WatchdogSec.
+                    # An unreachable, locked, full or failing database: keep the jobs running and their
+                    # results in memory, and try again in DB_RETRY seconds (not at every wake-up: output
+                    # arrives all the time). The watchdog is pinged only if the database is unavailable
+                    # (the module's watchdog rule).
                     self._database_failed(e)
+                    if self.stop_requests and not self.runner.running and not self._unrecorded:
+                        return self._stop_unregistered()
                     retry_at = self.monotonic() + DB_RETRY
                     wait = DB_RETRY
             self.notifier.status(self._status_line())
@@ -274,13 +290,20 @@ class Worker:
         return Instant(self.clock(), self.monotonic(), procs.clock_domain())
 
     def _heartbeat(self) -> bool:
-        """Write the heartbeat, then ping the watchdog; return False if this worker was declared dead."""
+        """Write the heartbeat, then ping the watchdog; return False if this worker was declared dead.
+
+        The first heartbeat after failed database calls gives every other worker stale-after
+        before it judges them (their heartbeats failed too, and come back up to a reconnection
+        later than this one's), however short the outage was.
+        """
         now = self.now()
         if not self.store.heartbeat(self.worker_id, now):
             self._declared_dead()
             return False
-        self.notifier.watchdog()  # only after the database took the heartbeat
+        self.notifier.watchdog()  # after the database took the heartbeat
         self._look_for_cancels = True
+        if self._db_failing_since is not None:
+            self._watch.writes_resumed(Instant(now.wall, self.monotonic(), now.domain))
         self._note_gap(now)
         self._listen()
         self._reload_settings()
@@ -333,16 +356,30 @@ class Worker:
         if self.monotonic() - last.mono > 2 * self._beat_interval() + 1:
             self._watch.writes_resumed(Instant(now.wall, self.monotonic(), now.domain))
 
-    def _database_failed(self, error: DatabaseError) -> None:
-        """Note a failed database operation; log it when it is new, then at most every 30 s."""
+    def _database_failed(self, error: DatabaseError | InvalidInput) -> None:
+        """Note a failed database operation; log it when it is new, then at most every 30 s.
+
+        Ping the watchdog if the database is unavailable: the loop lives (the module's watchdog rule).
+        """
         mono = self.monotonic()
         if self._db_failing_since is None:
             self._db_failing_since = mono
+        if isinstance(error, DatabaseUnavailable):
+            self.notifier.watchdog()
         message, logged_at = self._db_error_logged
         if str(error) != message or mono - logged_at >= 30:
             held = len(self.runner.running) + len(self._unrecorded)
             log.error("%s; keeping %d job(s) and their results, retrying every %g s", error, held, DB_RETRY)
             self._db_error_logged = (str(error), mono)
+
+    def _stop_unregistered(self) -> int:
+        """Stop (asked to) while the database fails, with nothing running or held: waiting for it
+        would only hold the stop up, maybe for systemd's whole TimeoutStopSec. The registration is
+        left behind; the next worker of this host to look finds its process gone and removes it."""
+        log.warning("worker %s stopped while the database fails; its registration is left for a worker of"
+                    " this host to remove: %s", self.name, self._summary())
+        self._unregistered_stop = True
+        return EXIT_OK
 
     def _database_works(self) -> None:
         """After an outage (once a whole turn of the loop succeeded): say so, and give every other
@@ -367,8 +404,11 @@ class Worker:
         return f"{self.stats.done} done, {self.stats.failed} failed{recovered}"
 
     def _status_line(self) -> str:
-        """One line for systemd's STATUS=: idle or the running jobs, and the counts so far."""
+        """One line for systemd's STATUS=: idle, the running jobs or the database's outage; the counts so far."""
         running = list(self.runner.running)
+        if self._db_failing_since is not None:
+            return (f"database unavailable for {self.monotonic() - self._db_failing_since:.0f} s; {len(running)}"
+                    f" job(s) running and {len(self._unrecorded)} result(s) held; {self._summary()}")
         if self.stop_requests:
             head = f"draining {len(running)} job(s)"
         elif running:

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from typing import Sequence
 from urllib.parse import unquote
 
 import pytest
@@ -146,10 +147,11 @@ class WorkerProcs:
         self.tmp_path = tmp_path
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, *args: str, env: dict | None = None) -> subprocess.Popen:
+    def start(self, *args: str, env: dict | None = None, wrapper: Sequence[str] = ()) -> subprocess.Popen:
+        """Start `queuectl worker start ARGS`, through `wrapper` (a command that execs its arguments) if given."""
         log = open(self.tmp_path / f"worker-{len(self.procs)}.log", "w+b")
         proc = subprocess.Popen(
-            [*QUEUECTL, "--db", self.db, "worker", "start", *args],
+            [*wrapper, *QUEUECTL, "--db", self.db, "worker", "start", *args],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, **(env or {})},
         )

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import QUEUECTL, configure, enqueue, queuectl, raw_sql, wait_for
-from queuectl.errors import DatabaseError, InvalidInput
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 from queuectl.models import JobState
 from queuectl.store import open_store
 from queuectl.store.postgres_schema import SCHEMA_VERSION
@@ -102,6 +102,8 @@ def test_the_queue_lives_in_its_own_schema(db, pg_server):
 def test_a_server_that_is_not_there_is_one_line_and_exit_1(pg_server):
     port = pg_server.port + 1 if pg_server.port < 65535 else 1
     uri = f"postgresql://nobody:{PASSWORD}@127.0.0.1:{port}/nothing"
+    with pytest.raises(DatabaseUnavailable):  # which a worker rides out (queuectl.worker's watchdog rule)
+        open_store(uri)
     for args in (("status",), ("enqueue", '{"command":"true"}'), ("list", "--json"), ("worker", "start", "--burst")):
         line = one_error_line(queuectl(uri, *args, check=False), 1)
         assert "cannot connect to database postgresql://nobody@127.0.0.1:" in line, line
@@ -273,6 +275,91 @@ def test_a_server_restart_loses_nothing_and_runs_nothing_twice(db, run_cli, pg_s
     finally:
         for p in procs:
             assert _stop(p) == 0
+
+
+@pytest.mark.processes
+def test_a_busy_worker_survives_fast_restarts_and_completes_every_job(db, run_cli, pg_server, tmp_path):
+    # The LISTEN connection breaks at each restart. A worker busy with short jobs opens pipes all
+    # the time: one of them got the broken socket's fd number while the selector still held it,
+    # and the worker died ("FD already registered"). Heartbeats 5 s apart (the default) leave the
+    # broken connection to the wake-up path alone between two of them.
+    configure(run_cli, ("poll-interval", "0.1"))
+    runs = tmp_path / "runs"
+    lines = "\n".join(json.dumps({"id": f"b{i:04d}", "command": f"echo b{i:04d} >> {runs}"}) for i in range(1500))
+    assert run_cli("enqueue", "--file", "-", input=lines).exit_code == 0
+    w = _start_worker(db, tmp_path, "--name", "busy", "--count", "2")
+    try:
+        for restart in range(3):
+            wait_for(lambda: runs.exists() and len(runs.read_text().split()) >= 200 * (restart + 1), timeout=60,
+                     message=f"jobs to run before restart {restart + 1}: {_log(w)}")
+            pg_server.restart("fast")
+            wait_for(lambda: len(runs.read_text().split()) >= 200 * (restart + 1) + 20 or w.poll() is not None,
+                     timeout=30, message=f"jobs to start again after restart {restart + 1}: {_log(w)}")
+            assert w.poll() is None, _log(w)
+        with open_store(db) as s:
+            wait_for(lambda: s.counts().get("default", {}).get("completed", 0) == 1500, timeout=120,
+                     message=f"every job to complete: {_log(w)}")
+        assert w.poll() is None, _log(w)
+        ran = runs.read_text().split()
+        assert len(ran) == 1500 and len(set(ran)) == 1500  # each once
+    finally:
+        assert _stop(w) == 0, _log(w)
+
+
+@pytest.mark.processes
+def test_the_watchdog_is_fed_through_an_outage_and_status_says_why(db, run_cli, pg_server, tmp_path):
+    # The loop lives while the server is down: it pings (WATCHDOG_USEC 2 s: a ping at least every
+    # 2 s) and says so in STATUS=, and its running job is neither stopped nor run again.
+    configure(run_cli, ("heartbeat-interval", "0.5"), ("stale-after", "5"), ("poll-interval", "0.1"))
+    gate = tmp_path / "go"
+    enqueue(run_cli, id="through", command=f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    sock = NotifySocket(f"@queuectl-test/{os.getpid()}/{time.monotonic_ns()}")
+    w = _start_worker(db, tmp_path, "--name", "fed", env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "2000000"})
+    try:
+        with open_store(db) as s:
+            wait_for(lambda: s.get_job("through").state == JobState.PROCESSING, message=_log(w))
+        wait_for(lambda: len(sock.pings()) >= 2, message=f"pings: {_log(w)}")
+        pg_server.stop()
+        down = time.monotonic()
+        time.sleep(6)  # the outage's length: three watchdog timeouts
+        up = time.monotonic()
+        pg_server.start()
+        wait_for(lambda: "takes writes again" in _log(w), timeout=30, message=_log(w))
+        gate.touch()
+        with open_store(db) as s:
+            wait_for(lambda: s.get_job("through").state == JobState.COMPLETED, message=_log(w))
+            assert s.get_job("through").attempts == 1
+        pings = [p for p in sock.pings() if down - 2 <= p <= up + 2]
+        gaps = [b - a for a, b in zip(pings, pings[1:])]
+        print(f"\n  watchdog pings through a 6 s outage: {len(pings)}, longest gap {max(gaps):.2f} s")
+        assert pings and pings[0] < down and pings[-1] > up and max(gaps) < 2.0, sock.dump(down)
+        said = [t for t in sock.statuses() if t.startswith("database unavailable for ")]
+        assert said and "1 job(s) running" in said[-1], sock.statuses()
+        assert w.poll() is None
+    finally:
+        sock.close()
+        assert _stop(w) == 0, _log(w)
+
+
+@pytest.mark.processes
+def test_a_stop_while_the_server_is_down_does_not_wait_for_it_with_nothing_to_record(db, run_cli, pg_server,
+                                                                                     tmp_path):
+    configure(run_cli, ("heartbeat-interval", "0.5"), ("stale-after", "5"), ("poll-interval", "0.1"))
+    w = _start_worker(db, tmp_path, "--name", "idle")
+    try:
+        wait_for(lambda: "worker idle started" in _log(w), message=_log(w))
+        pg_server.stop()
+        wait_for(lambda: "cannot connect" in _log(w) or "lost the connection" in _log(w), message=_log(w))
+        w.send_signal(signal.SIGTERM)
+        assert w.wait(10) == 0, _log(w)  # not until the server is back: it has nothing to record
+        assert "registration is left" in _log(w)
+    finally:
+        if not pg_server.running():
+            pg_server.start()
+        w.log.close()
+    # The next worker of this host finds the process gone and takes the name over at once.
+    r = queuectl(db, "worker", "start", "--name", "idle", "--burst")
+    assert r.returncode == 0, r.stderr
 
 
 @pytest.mark.processes

@@ -36,7 +36,7 @@ from typing import Any, Iterator
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
 from queuectl.dburi import redact, uri_error
-from queuectl.errors import DatabaseError, InvalidConfig, InvalidInput, PermissionDenied
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
 from queuectl.store.sql import _JOB_COLUMNS, SqlStore
 
@@ -251,7 +251,7 @@ class PostgresStore(SqlStore):
             reason = self._redact(_first_line(e))
             if "connection is bad" in reason and "invalid" in reason:  # libpq checks some values only here
                 raise InvalidInput(f"not a valid PostgreSQL URI: {uri_error(reason, self.uri)}") from None
-            raise DatabaseError(f"cannot connect to database {self._display}: {reason}") from None
+            raise DatabaseUnavailable(f"cannot connect to database {self._display}: {reason}") from None
         if not self.session:
             conn.prepare_threshold = None  # a pooler may run the next transaction on another server connection
         return conn
@@ -262,7 +262,7 @@ class PostgresStore(SqlStore):
             return self._conn
         now = time.monotonic()
         if now < self._retry_at and self._connect_error is not None:
-            raise DatabaseError(str(self._connect_error))
+            raise DatabaseUnavailable(str(self._connect_error))
         try:
             self._conn = self._connect()
         except DatabaseError as e:
@@ -294,14 +294,14 @@ class PostgresStore(SqlStore):
             raise PermissionDenied(f"permission denied: database {self._display}: {self._redact(_first_line(e))}"
                                    ) from None
         except psycopg.errors.DiskFull as e:
-            raise DatabaseError(f"database {self._display}: {self._redact(_first_line(e))}"
-                                " (the server's disk is full)") from None
+            raise DatabaseUnavailable(f"database {self._display}: {self._redact(_first_line(e))}"
+                                      " (the server's disk is full)") from None
         except psycopg.DataError as e:
             raise InvalidInput(f"database {self._display}: {self._redact(_first_line(e))}") from None
         except psycopg.Error as e:
             if self._conn is not None and self._conn.broken:
-                raise DatabaseError(f"lost the connection to database {self._display}:"
-                                    f" {self._redact(_first_line(e))}") from None
+                raise DatabaseUnavailable(f"lost the connection to database {self._display}:"
+                                          f" {self._redact(_first_line(e))}") from None
             raise DatabaseError(f"database {self._display}: {self._redact(_first_line(e))}") from None
 
     @contextmanager

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, InvalidInput, PermissionDenied
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied
 from queuectl.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 from queuectl.store.sql import _JOB_COLUMNS, SqlStore
 
@@ -87,9 +87,11 @@ class SqliteStore(SqlStore):
             if "file is not a database" in text:
                 raise InvalidInput(f"{self.path} is not a queuectl database ({text})") from None
             if "disk is full" in text:
-                raise DatabaseError(f"database {self.path}: {text} (free space on its filesystem)") from None
+                raise DatabaseUnavailable(f"database {self.path}: {text} (free space on its filesystem)") from None
             if "readonly" in text or "unable to open" in text:
                 raise InvalidInput(f"cannot write to database {self.path}: {text} (check its permissions)") from None
+            if "database is locked" in text:  # another process held its lock for the whole busy timeout
+                raise DatabaseUnavailable(f"database {self.path}: {text}") from None
             raise DatabaseError(f"database {self.path}: {text}") from None
 
     @contextmanager

@@ -1,4 +1,5 @@
-"""The chaos tier (`pytest -m chaos`): kill storms, contention, a full disk and clock steps, at full size.
+"""The chaos tier (`pytest -m chaos`): kill storms, contention, a full disk and clock steps, at full size,
+and the PostgreSQL fault tests: server restarts, a connection-kill storm and an outage.
 
 Each test prints its figures (a line per measure) whether it passes or fails. Tests that
 need root or a Debian package skip with the reason printed, and fail under CI (CI=true).
@@ -12,6 +13,7 @@ import sqlite3
 import pytest
 
 from figures import report_figures  # tests/figures.py
+from queuectl.store import is_uri, open_store
 
 
 @pytest.fixture
@@ -20,7 +22,19 @@ def figures(request):
 
 
 def integrity(db: str) -> str:
-    """`PRAGMA integrity_check` of the database file ("ok" when sound)."""
+    """"ok" when the database is sound, else what is wrong.
+
+    SQLite: `PRAGMA integrity_check` of the file. PostgreSQL: the job counts that triggers keep
+    (what `status` and `metrics` read) agree with a count of the rows themselves.
+    """
+    if is_uri(db):
+        with open_store(db) as s:
+            kept = s.counts()
+            rows = s.c.execute("SELECT queue, state, count(*) FROM jobs GROUP BY queue, state").fetchall()
+        counted: dict[str, dict[str, int]] = {}
+        for queue, state, n in rows:
+            counted.setdefault(queue, {})[state] = n
+        return "ok" if kept == counted else f"kept counts {kept} differ from the rows' {counted}"
     conn = sqlite3.connect(db)
     try:
         return conn.execute("PRAGMA integrity_check").fetchone()[0]

@@ -7,7 +7,11 @@ import time
 
 import pytest
 
-from .conftest import until
+from conftest import queuectl  # tests/conftest.py: queuectl on this machine
+from queuectl.store import open_store
+
+from .conftest import require, until
+from .container import debian_python_missing
 
 pytestmark = pytest.mark.system
 
@@ -117,6 +121,51 @@ def test_a_hung_worker_is_killed_by_the_watchdog_restarted_and_its_job_recovered
           timeout=30)
     assert_recovered_by_next_incarnation(c, "hung", began)
     assert main_pid(c, "1") != first
+
+
+def test_a_worker_on_postgresql_rides_out_an_outage_longer_than_its_watchdog(pg_server, pg_uri, sysd):
+    # The session's server, on this machine's loopback, which the container shares. The worker
+    # pings through the outage (the watchdog rule): no restart, and its jobs are not killed. (The
+    # database outlives the unit: pg_uri comes before sysd, so its teardown comes after.)
+    require(debian_python_missing(("click", "sdnotify", "daemon", "psycopg")))
+    c = sysd
+    watchdog_dropin(c, 10)
+    c.write("/etc/queuectl/worker-1.env", f"QUEUECTL_DB={pg_uri}\nQUEUECTL_WORKER_COUNT=2\n")
+
+    def state(job_id: str) -> tuple[str, int]:
+        with open_store(pg_uri) as s:
+            job = s.get_job(job_id)
+        return job.state.value, job.attempts
+
+    try:
+        start(c, "1")
+        for job_id in ("through", "during"):  # each runs until the test creates its file
+            command = f"until [ -e /var/lib/queuectl/{job_id} ]; do sleep 0.1; done"
+            queuectl(pg_uri, "enqueue", json.dumps({"id": job_id, "command": command}))
+        until(lambda: state("through")[0] == state("during")[0] == "processing", "both jobs to run")
+        pid = main_pid(c, "1")
+        pg_server.stop()
+        down = time.monotonic()
+        c.run("touch", "/var/lib/queuectl/during")  # ends while the server is down: its result is held
+        until(lambda: "1 result(s) held" in c.show("queuectl-worker@1", "StatusText")["StatusText"],
+              "STATUS= to say that the database is unavailable and a result is held")
+        said = c.show("queuectl-worker@1", "StatusText")["StatusText"]
+        time.sleep(max(0.0, 20 - (time.monotonic() - down)))  # the outage: twice WatchdogSec
+        during = c.show("queuectl-worker@1", "ActiveState", "NRestarts", "MainPID")
+        pg_server.start()
+        until(lambda: state("during") == ("completed", 1), "the held result to be recorded", timeout=30)
+        c.run("touch", "/var/lib/queuectl/through")
+        until(lambda: state("through") == ("completed", 1), "the job that ran through the outage to complete")
+        journal = c.journal("queuectl-worker@1")
+        print(f"\n  an outage of 20 s under WatchdogSec=10s: {during}; STATUS={said!r}")
+        assert during == {"ActiveState": "active", "NRestarts": "0", "MainPID": str(pid)}, journal
+        assert c.show("queuectl-worker@1", "NRestarts", "MainPID") == {"NRestarts": "0", "MainPID": str(pid)}, journal
+        assert said.startswith("database unavailable for ") and "1 job(s) running" in said, said
+        assert "watchdog" not in journal and "takes writes again" in journal, journal
+    finally:  # whatever failed, the jobs end and the server is up for the unit's stop at teardown
+        c.run("touch", "/var/lib/queuectl/during", "/var/lib/queuectl/through")
+        if not pg_server.running():
+            pg_server.start()
 
 
 def test_a_killed_worker_is_restarted_and_its_job_recovered(sysd):
