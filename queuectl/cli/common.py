@@ -82,14 +82,12 @@ class App:
         own. Order: --db on the command line, else QUEUECTL_WORKER_DB, else QUEUECTL_DB, else
         `worker-db` in the configuration file, else its `db`, else the XDG default: the
         environment before the file, and at each level the workers' own value first.
-        Raises InvalidConfig when QUEUECTL_WORKER_DB is set but empty.
+        An empty QUEUECTL_WORKER_DB counts as unset, as an empty QUEUECTL_DB does (Click's rule).
         """
         if self.db_source == "option" and self.db:
             return
         env = os.environ.get("QUEUECTL_WORKER_DB")
-        if env is not None:
-            if not env.strip():
-                raise InvalidConfig("QUEUECTL_WORKER_DB is empty: give the workers' database, or unset it")
+        if env:
             self.db, self.db_source = env, "worker environment"
         elif not self.db and self.site().worker_db:
             self.db, self.db_source = self.site().worker_db, "config"
