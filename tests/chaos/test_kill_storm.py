@@ -29,7 +29,7 @@ from .load import RunLog
 
 pytestmark = pytest.mark.chaos
 
-JOBS = {"sqlite": 10_000, "postgresql": 1_500}
+JOBS = {"sqlite": 10_000, "postgresql": 2_500}
 WORKERS = 4
 KILL_EVERY = 0.3  # seconds
 DEADLINE = 400  # seconds for the whole storm; it takes about a minute here

@@ -152,7 +152,8 @@ class Fleet:
         figures.add("runs started / reruns / cut short", f"{runs.starts} / {runs.reruns()} / {runs.unfinished}")
         figures.add("jobs by attempts", attempts)
         figures.add("overlapping runs", len(runs.overlapping()))
-        figures.add("outages the workers logged, longest", f"{len(lengths)}, {max(lengths, default=0):.1f} s")
+        figures.add("outages the workers logged, longest (first failure to next write)",
+                    f"{len(lengths)}, {max(lengths, default=0):.1f} s")
         figures.add("descriptors per worker, before / after", {n: (self.fds_before.get(n), fds.get(n)) for n in alive})
         figures.add("workers alive at the end, exit codes", f"{alive}, {codes}")
 
