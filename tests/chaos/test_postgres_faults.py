@@ -34,8 +34,9 @@ from .load import RunLog
 
 pytestmark = pytest.mark.chaos
 
-#: Heartbeats every second; a worker silent for 10 s is stale: well inside each fault's length, so
-#: that a recovery that should not happen would.
+#: Heartbeats every second; a worker silent for 10 s is stale: well inside the storm's and the
+#: outage's length, so that a recovery that should not happen would. (The restarts, each a second
+#: or so, run at the defaults.)
 SETTINGS = (("heartbeat-interval", "1"), ("stale-after", "10"), ("poll-interval", "0.1"))
 RESTARTS, RESTART_EVERY = 6, 5.0
 STORM_SECONDS, KILL_EVERY = 60.0, 0.2
