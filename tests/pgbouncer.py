@@ -18,12 +18,9 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from pgserver import SERVER_USER, PgServer, free_port
-
-READY_TIMEOUT = 30.0
+from pgserver import SERVER_USER, PgServer, free_port, wait_connectable
 
 
 class PgBouncer:
@@ -98,16 +95,5 @@ class PgBouncer:
     def _wait_ready(self) -> None:
         import psycopg
 
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pgbouncer exited {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with psycopg.connect(self.uri("postgres"), connect_timeout=2, autocommit=True) as conn:
-                    conn.execute("SELECT 1")
-                return
-            except psycopg.OperationalError as e:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"pgbouncer accepts no connections after {READY_TIMEOUT} s: {e}\n"
-                                       f"{self.log_tail()}") from e
-                time.sleep(0.1)
+        wait_connectable(lambda: psycopg.connect(self.uri("postgres"), connect_timeout=2, autocommit=True),
+                         "pgbouncer", self.log_tail, alive=lambda: self.proc.poll() is None)

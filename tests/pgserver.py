@@ -65,6 +65,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_connectable(connect, what: str, log, alive=lambda: True) -> None:
+    """Until `connect()` gives a connection that answers SELECT 1, up to READY_TIMEOUT seconds.
+
+    Raises RuntimeError with `log()` when the time runs out or `alive()` turns False (the process exited).
+    """
+    import psycopg
+
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        if not alive():
+            raise RuntimeError(f"{what} exited:\n{log()}")
+        try:
+            with connect() as conn:
+                conn.execute("SELECT 1")
+            return
+        except psycopg.OperationalError as e:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} accepts no connections after {READY_TIMEOUT} s: {e}\n{log()}") from e
+            time.sleep(0.1)
+
+
 def _pid_alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     try:
@@ -359,19 +380,8 @@ class PgServer:
 
     def _wait_ready(self) -> None:
         """Until a connection succeeds, up to READY_TIMEOUT seconds (pg_ctl -w has mostly waited already)."""
-        import psycopg
-
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            try:
-                with self.connect(connect_timeout=2) as conn:
-                    conn.execute("SELECT 1")
-                return
-            except psycopg.OperationalError as e:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the server accepts no connections after {READY_TIMEOUT} s: {e}\n"
-                                       f"server log ({self.log}):\n{self.log_tail()}") from e
-                time.sleep(0.1)
+        wait_connectable(lambda: self.connect(connect_timeout=2), "the server",
+                         lambda: f"server log ({self.log}):\n{self.log_tail()}")
 
     def _create_password_role(self) -> None:
         from psycopg import sql
