@@ -68,12 +68,13 @@ def test_every_command_works_through_the_pooler_on_a_fresh_database(pooled, pg_u
     assert q("config", "get", "backoff-base").stdout.strip() == "1"
     assert "backoff-base" in q("config", "list").stdout
     q("pause", "default")
-    assert "yes" in q("status").stdout or "paused" in q("status").stdout.lower()
+    assert "default" in json.loads(q("status", "--json").stdout)["paused"]
     q("resume", "default")
+    assert json.loads(q("status", "--json").stdout)["paused"] == {}
 
     # The worker has a direct connection; it finishes the jobs the pooler's clients enqueued.
     queuectl(pg_uri, "worker", "start", "--burst", timeout=120)
-    assert q("show", "ok", "--json").stdout and json.loads(q("show", "ok", "--json").stdout)["state"] == "completed"
+    assert json.loads(q("show", "ok", "--json").stdout)["state"] == "completed"
     assert q("logs", "ok").stdout == "hi\n"
     dead = json.loads(q("dlq", "list", "--json").stdout)
     assert sorted(j["id"] for j in dead) == sorted(f"f{i}" for i in range(12))
