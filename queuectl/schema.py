@@ -203,6 +203,18 @@ CREATE TABLE leases (
     expires_at REAL NOT NULL                  -- Unix seconds
 ) WITHOUT ROWID;
 """.replace("COLS", _V3_COLUMNS),
+    # A job claimed ahead and given back unstarted (started_at NULL: released, or recovered from
+    # a dead worker before its start was recorded) made no run: it is not counted as one.
+    5: """
+DROP TRIGGER jobs_count_runs;
+CREATE TRIGGER jobs_count_runs AFTER UPDATE OF state ON jobs
+WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_at IS NOT NULL BEGIN
+    INSERT INTO job_runs (queue, outcome, n) VALUES (NEW.queue,
+        CASE WHEN NEW.last_error = 'worker lost' THEN 'recovered'
+             WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
+        ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
+END;
+""",
 }
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.

@@ -1,8 +1,31 @@
-"""The worker: claim jobs, run them in up to N slots, heartbeat, recover dead workers' jobs, drain on stop.
+"""The worker: claim jobs, run them in up to N slots, record how they ended, heartbeat, drain on stop.
 
 One thread does everything; it sleeps in the runner's select() until a job ends, output
-arrives, a signal wakes it, or a timer (heartbeat, poll) is due. The worker knows no
-SQL: every state change goes through the store.
+arrives, a signal wakes it, or a timer (heartbeat, poll, a record's deadline) is due, and
+then `tick` does what is due. The worker knows no SQL: every state change goes through the
+store, and the duties that are not running jobs live in rooms of their own: watching the
+other workers and recovering their jobs in queuectl.recovery, deleting expired jobs in
+queuectl.retention.
+
+The hot path (queuectl.store.base.Exchange): a worker's writes are batched into exchanges,
+one transaction each, that record every start, process group and end since the last one,
+give back what it will not run, and claim as many jobs as it has room for. The rules:
+- Claims: as many as free slots; while jobs are short (the last one ended within HOLD
+  seconds of its start) also up to PREFETCH_PER_SLOT x slots ahead (the reserve), topped up
+  once the reserve is half used, so that a slot that frees starts the next job at once, with
+  the database's work done while jobs run. A claimed job counts no attempt until its start is
+  recorded. A job held in the reserve behind slots all busy with jobs running HOLD seconds or
+  more is given back (released) at once: a long job never keeps another worker from the jobs
+  behind it. Fairness: no worker holds more than slots + PREFETCH_PER_SLOT x slots jobs.
+- Records: an end is recorded at once, unless the worker is busy with short jobs; then within
+  RECORD_WITHIN seconds (with the ends that come meanwhile). A start is recorded with the next
+  exchange, at the latest RECORD_AFTER seconds after it, together with the job's process
+  group (a job that ends sooner has its start recorded with its end, and its group never).
+- A crash between a job's exit and its record re-runs it (at least once): the window is
+  RECORD_WITHIN seconds while the worker batches, the exchange's own time otherwise. A crash
+  before a start is recorded (RECORD_AFTER at most) gives the job back without counting the
+  attempt (it may have run: at least once, too); claimed jobs not yet started go back without
+  an attempt. No job starts while the database fails.
 
 The watchdog rule (systemd's WatchdogSec): the watchdog watches the loop. A turn of the loop
 pings it after it wrote the heartbeat, or after it found the database unavailable
@@ -25,19 +48,22 @@ import os
 import re
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from queuectl import liveness, procs
+from queuectl import procs
 from queuectl import settings as settings_mod
 from queuectl.clock import STEP_TOLERANCE, Instant
-from queuectl.errors import Conflict, DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, QueuectlError
-from queuectl.models import JobState, one_line
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, QueuectlError
+from queuectl.models import Job, JobState, one_line
 from queuectl.notify import Notifier
+from queuectl.recovery import Recovery
+from queuectl.retention import Retention
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import drain, on_stop
+from queuectl.store import Exchange, Outcome, Running, Store, WorkerGone
 from queuectl.wake import listen as listen_for_pokes
-from queuectl.store import PURGE_BATCH, Outcome, Store, WorkerGone
 
 log = logging.getLogger("queuectl.worker")
 
@@ -46,23 +72,17 @@ _NAME = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
 EXIT_OK = 0
 EXIT_LOST = 1  # another worker declared this one dead and took its jobs
 EXIT_CONFIG = 78
-#: Seconds a job runs before its process group is written to the database for recovery.
+#: Seconds a job runs before its start and process group must be recorded (for recovery).
 RECORD_AFTER = 0.02
+#: Seconds an end may wait to be recorded with the ends that follow, while the worker runs short jobs.
+RECORD_WITHIN = 0.01
+#: Seconds below which a job counts as short (the worker then claims ahead), and the longest a
+#: claimed-ahead job waits behind slots that are all busy before it is given back.
+HOLD = 0.02
+#: Jobs claimed ahead per slot while jobs are short (the module's rules).
+PREFETCH_PER_SLOT = 4
 #: Seconds between tries of the database after it failed (locked, full, failing).
 DB_RETRY = 1.0
-#: Seconds between retention passes, at most (while there is a backlog, a batch every turn of
-#: the loop; with short keep-* settings, twice per the shortest, but not more than once a second).
-RETENTION_EVERY = 60.0
-#: Seconds between giving freed pages back and cutting the WAL back, at most.
-RECLAIM_EVERY = 10.0
-#: The share of the file that must be free pages before a worker gives them back.
-RECLAIM_FREE = 0.25
-
-
-def _held(job_id: str, why: str) -> bool:
-    """Log why a lost worker's jobs are not recovered now; return False (for _kill_local)."""
-    log.error("not recovering job %s and its worker's other jobs yet: %s", job_id, why)
-    return False
 
 
 def default_name() -> str:
@@ -86,6 +106,71 @@ class Stats:
     recovered: int = 0
 
 
+class Ledger:
+    """What this worker knows and the store does not yet: starts, process groups, ends, jobs to give back.
+
+    Times: `mono` CLOCK_MONOTONIC seconds (deadlines), `wall` the store's clock (recorded).
+    """
+
+    def __init__(self):
+        self.starts: dict[str, float] = {}  # job id -> wall time of a start not yet recorded
+        self.groups: dict[str, object] = {}  # job id -> RunningJob whose process group is not yet recorded
+        self.ended: list[tuple[str, object, float, float]] = []  # (job id, RunResult, wall, mono) not yet recorded
+        self.release: list[str] = []  # claimed jobs given back unstarted
+        self.forced: set[str] = set()  # running jobs stopped by a second signal: requeued, not failed
+
+    def __bool__(self) -> bool:
+        return bool(self.starts or self.groups or self.ended or self.release)
+
+    def started(self, job_id: str, proc, wall: float) -> None:
+        """Note a start at `wall`; `proc` is its RunningJob (None: it could not start, and its failure
+        comes with the next ends)."""
+        self.starts[job_id] = wall
+        if proc is not None:
+            self.groups[job_id] = proc
+
+    def due(self, mono: float, batching: bool) -> float:
+        """The monotonic time by which the next exchange must record what is here (inf: nothing to record)."""
+        due = float("inf")
+        if self.release:
+            return mono
+        if self.ended:
+            due = self.ended[0][3] + RECORD_WITHIN if batching else mono
+        if self.groups:
+            due = min(due, min(p.started for p in self.groups.values()) + RECORD_AFTER)
+        return due
+
+    def batch(self, running: dict, mono: float, claim: int) -> Exchange:
+        """The Exchange that records everything here (groups of jobs that ran RECORD_AFTER or more) and claims `claim`."""
+        ended_ids = {key for key, _, _, _ in self.ended}
+        entries = []
+        for job_id in {**self.starts, **self.groups}:
+            if job_id in ended_ids or job_id not in running:
+                continue
+            proc = self.groups.get(job_id)
+            if proc is not None and mono - proc.started < RECORD_AFTER:
+                proc = None
+            entries.append(Running(job_id, self.starts.get(job_id), proc.pgid if proc else None,
+                                   proc.pgid_start if proc else None))
+        requeue = [key for key, _, _, _ in self.ended if key in self.forced]
+        ended = [Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr, wall, self.starts.get(key))
+                 for key, r, wall, _ in self.ended if key not in self.forced]
+        return Exchange(entries, ended, requeue, list(self.release), claim)
+
+    def recorded(self, ex: Exchange) -> None:
+        """Forget what `ex` recorded (the store committed it)."""
+        for r in ex.running:
+            self.starts.pop(r.job_id, None)
+            if r.pgid is not None:
+                self.groups.pop(r.job_id, None)
+        for key, _, _, _ in self.ended:
+            self.starts.pop(key, None)
+            self.groups.pop(key, None)
+            self.forced.discard(key)
+        self.ended = []
+        self.release = []
+
+
 @dataclass
 class Worker:
     """A worker process bound to one store.
@@ -94,7 +179,8 @@ class Worker:
     `burst` exits once no job is ready, waiting for a retry, running here, or held by a
     dead or stale worker. `clock` gives Unix seconds (default: the store's clock, which on
     PostgreSQL is the server's), `monotonic` CLOCK_MONOTONIC seconds (timers, liveness and
-    due times: see queuectl.clock); both injectable.
+    due times: see queuectl.clock); both injectable, and `tick` is one turn of the loop,
+    which a test may drive.
     """
 
     store: Store
@@ -118,20 +204,22 @@ class Worker:
             raise InvalidInput("a worker needs at least 1 slot")
         self.config = self._load_settings()
         self.runner = Runner(self.config["output-limit"], clock=self.monotonic)
-        self._forced: set[str] = set()  # jobs stopped by a second signal: requeued, not failed
-        self._unrecorded: list = []  # (job id, RunResult, when it ended on self.clock) of ended jobs not yet written
+        self.recovery = Recovery(self.store, self.queues)
+        self.retention = Retention()
+        self.prefetch = PREFETCH_PER_SLOT * self.slots
+        self.reserve: deque[Job] = deque()  # claimed, not started
+        self.ledger = Ledger()
+        self.exit_code: int | None = None
+        self._short = False  # the last job ended within HOLD of its start: claim ahead
+        self._claim_at = 0.0  # monotonic time before which no claim is tried (the queue was found empty)
+        self._next_beat = 0.0
+        self._retry_at: float | None = None  # after a database error: no database work before this (monotonic)
         self._draining_recorded = False
         self._poke = None  # the wake-up socket (queuectl.wake)
         self._wakeups = None  # the store's wake-up source (PostgreSQL's LISTEN), if any
         self._env = JobEnvironment()
-        self._unrecorded_groups: dict = {}  # job id -> RunningJob whose group is not yet in the database
-        self._watch = liveness.Watch()
         self._look_for_cancels = True  # set by each heartbeat and wake-up: `queuectl cancel` pokes
         self._cancelling: set[str] = set()
-        self._retention_at = 0.0  # monotonic time of the next retention pass
-        self._reclaim_at = 0.0
-        self._purged = 0  # jobs deleted since space was last reclaimed
-        self._held_by_lost = 0  # jobs in our queues held by dead, stale or suspect workers, at the last sweep
         self._last_beat: Instant | None = None
         self._db_failing_since: float | None = None  # monotonic time of the first failed write of an outage
         self._db_error_logged = (None, 0.0)  # (message, monotonic time) of the last one logged
@@ -176,21 +264,7 @@ class Worker:
         Raises Conflict if a live worker already has this name.
         """
         now = self.now()
-        replace = None
-        previous = self.store.worker_by_name(self.name)
-        if previous is not None:
-            alive = liveness.owner_alive(previous)
-            if alive is None:  # another host: only its heartbeat can tell
-                alive = liveness.heartbeat_age(previous, now) < self.config["stale-after"]
-            if alive:
-                hint = "" if previous.host == procs.hostname() else (
-                    "; workers on several hosts need names of their own, such as queuectl-worker@HOST-1")
-                raise Conflict(f"a worker named {self.name!r} is already running (pid {previous.pid} on"
-                               f" {previous.host}){hint}")
-            if not self._kill_local(self.store.worker_jobs(previous.id)):
-                raise Conflict(f"the previous worker named {self.name!r} left jobs running that this user cannot"
-                               " kill; start it as that user")
-            replace = previous.id
+        previous = self.recovery.predecessor(self.name, now, self.config["stale-after"])
         info = {
             "name": self.name, "host": procs.hostname(), "boot_id": procs.boot_id(), "pid": os.getpid(),
             "pid_start": procs.process_start_time(os.getpid()), "pid_ns": procs.pid_namespace(), "uid": os.geteuid(),
@@ -198,116 +272,258 @@ class Worker:
             "queues": list(self.queues), "unit": self.unit,
         }
         self.worker_id, recovered = self.store.register_worker(
-            info, now, replace=replace, config=self.config,
-            replace_seen=previous.seen if replace is not None else None)
-        self._report_recovered(recovered, "its previous incarnation")
+            info, now, replace=previous.id if previous else None, config=self.config,
+            replace_seen=previous.seen if previous else None)
+        self.recovery.report(recovered, "its previous incarnation")
+        self.stats.recovered = self.recovery.recovered
         log.info("worker %s started: %d slot(s), queues %s", self.name, self.slots,
                  ",".join(self.queues) or "(all)")
 
     # -- the loop ----------------------------------------------------------------------------------
 
     def _loop(self, wake) -> int:
-        next_beat = self.monotonic()
-        retry_at = None  # after a database error: no database work before this (monotonic)
         announced = 0
         while True:
             if self.stop_requests > announced:
                 announced = self._on_stop_request(announced)
-            now = self.monotonic()
-            if retry_at is not None and now < retry_at:
-                wait = retry_at - now  # jobs run on and their output is read meanwhile
-            else:
-                retry_at = None
-                try:
-                    if now >= next_beat:
-                        if not self._heartbeat():
-                            return EXIT_LOST
-                        next_beat = now + self._beat_interval()
-                    stopping = self.stop_requests > 0
-                    if stopping and not self._draining_recorded:
-                        self.store.mark_draining(self.worker_id, self.now())
-                        self._draining_recorded = True
-                    claimed = self._exchange(stopping)
-                    record_in = self._record_groups()
-                    self._stop_cancelled()
-                    if not stopping:
-                        self._retention()
-                    if not self.runner.running and not claimed and not self._unrecorded:
-                        if stopping:
-                            log.info("worker %s stopped: %s", self.name, self._summary())
-                            return EXIT_OK
-                        if self.burst and not self._held_by_lost and not self.store.has_work(self.queues,
-                                                                                              self.now()):
-                            log.info("worker %s: no more work (burst): %s", self.name, self._summary())
-                            return EXIT_OK
-                    wait = max(0.0, next_beat - self.monotonic())
-                    if not stopping and len(self.runner.running) < self.slots:
-                        wait = min(wait, self.config["poll-interval"])
-                    if record_in is not None:
-                        wait = min(wait, record_in)
-                    self._database_works()
-                except WorkerGone:
-                    return self._declared_dead()
-                except (DatabaseError, InvalidInput) as e:  # InvalidInput: a database turned read-only
-                    # An unreachable, locked, full or failing database: keep the jobs running and their
-                    # results in memory, and try again in DB_RETRY seconds (not at every wake-up: output
-                    # arrives all the time). The watchdog is pinged only if the database is unavailable
-                    # (the module's watchdog rule).
-                    self._database_failed(e)
-                    if self.stop_requests and not self.runner.running and not self._unrecorded:
-                        return self._stop_unregistered()
-                    retry_at = self.monotonic() + DB_RETRY
-                    wait = DB_RETRY
-            self.notifier.status(self._status_line())
+            wait = self.tick()
+            if wait is None:
+                return self.exit_code
+            if self.notifier.enabled:
+                self.notifier.status(self._status_line())
             finished, woken = self.runner.wait(wait)
             if woken:
-                drain(wake)
-                if self._poke is not None:
-                    drain(self._poke)
-                if self._wakeups is not None:
-                    self._wakeups.take()
-                    if self._wakeups.broken:  # out of the selector before any new fd can reuse its number
-                        self._drop_wakeups()
-                self._look_for_cancels = True
+                self._woken(wake)
             if finished:
-                ended = self.clock()
-                self._unrecorded.extend((key, result, ended) for key, result in finished)
+                wall, mono = self.clock(), self.monotonic()
+                for key, result in finished:
+                    self.ledger.ended.append((key, result, wall, mono))
+                    self._short = result.duration < HOLD
+
+    def tick(self, now: float | None = None) -> float | None:
+        """Do what is due at monotonic time `now` (default: the monotonic clock now); return the seconds
+        until something is due next (the loop waits that long for a job's end, output or a wake-up),
+        or None when the worker is done (`exit_code` says how).
+
+        In order: start claimed jobs in free slots; write the heartbeat (and watch the other workers)
+        when due; on a stop, give back what has not started; stop jobs whose cancel was requested;
+        exchange with the store when a record is due or a claim is wanted (the module's rules), and
+        start what it claimed; run retention when due. A database error keeps everything in memory
+        and tries again DB_RETRY seconds later (the module's watchdog rule).
+        """
+        now = self.monotonic() if now is None else now
+        self._start_reserved(now)
+        if self._retry_at is not None and now < self._retry_at:
+            return self._retry_at - now  # jobs run on and their output is read meanwhile
+        self._retry_at = None
+        try:
+            if now >= self._next_beat:
+                if not self._heartbeat():
+                    self.exit_code = EXIT_LOST
+                    return None
+                self._next_beat = now + self._beat_interval()
+            stopping = self.stop_requests > 0
+            if stopping:
+                self._drain_begins()
+            self._stop_cancelled(now)
+            claim = self._claim_wanted(now, stopping)
+            if claim or now >= self.ledger.due(now, self._batching()):
+                self._exchange(now, claim)
+                self._start_reserved(now)
+            if not stopping and self.retention.due(now):
+                self.retention.run(self.store, self.worker_id, self.config, self.now())
+            if self._done(stopping):
+                return None
+            wait = self._next_due(now, stopping)
+            self._database_works()
+            return wait
+        except WorkerGone:
+            self.exit_code = self._declared_dead()
+            return None
+        except (DatabaseError, InvalidInput) as e:  # InvalidInput: a database turned read-only
+            # An unreachable, locked, full or failing database: keep the jobs running and their
+            # results in memory, and try again in DB_RETRY seconds (not at every wake-up: output
+            # arrives all the time). The watchdog is pinged only if the database is unavailable
+            # (the module's watchdog rule).
+            self._database_failed(e)
+            if self.stop_requests and not self.runner.running and not self.ledger.ended:
+                self.exit_code = self._stop_unregistered()
+                return None
+            self._retry_at = self.monotonic() + DB_RETRY
+            return DB_RETRY
+
+    def _woken(self, wake) -> None:
+        """A signal, a poke or a notification came: drain them; look for cancels and claims at once."""
+        drain(wake)
+        if self._poke is not None:
+            drain(self._poke)
+        if self._wakeups is not None:
+            self._wakeups.take()
+            if self._wakeups.broken:  # out of the selector before any new fd can reuse its number
+                self._drop_wakeups()
+        self._look_for_cancels = True
+        self._claim_at = 0.0
+
+    def _batching(self) -> bool:
+        """True while ends may wait RECORD_WITHIN for the ends that follow: short jobs keep the slots busy."""
+        return self._short and bool(self.runner.running) and not self.stop_requests
+
+    def _claim_wanted(self, now: float, stopping: bool) -> int:
+        """How many jobs to claim now: 0 unless a slot would idle or the reserve is half used (while
+        jobs are short), and not before `_claim_at` (after the queue was found empty)."""
+        if stopping or now < self._claim_at:
+            return 0
+        held = len(self.runner.running) + len(self.reserve)
+        if held < self.slots or (self._short and len(self.reserve) <= self.prefetch // 2):
+            return self.slots + (self.prefetch if self._short else 0) - held
+        return 0
+
+    def _next_due(self, now: float, stopping: bool) -> float:
+        """Seconds until the next duty: the heartbeat, a record's deadline, a claim, a reserve's release."""
+        due = min(self._next_beat, self.ledger.due(now, self._batching()))
+        if not stopping and len(self.runner.running) + len(self.reserve) < self.slots:
+            due = min(due, self._claim_at)
+        if self.reserve and self.runner.running and len(self.runner.running) >= self.slots:
+            due = min(due, min(p.started for p in self.runner.running.values()) + HOLD)
+        return max(0.0, due - now)
+
+    def _done(self, stopping: bool) -> bool:
+        """True (with `exit_code` set) when the worker has stopped or, with burst, has run out of work."""
+        if self.runner.running or self.reserve or self.ledger:
+            return False
+        if stopping:
+            log.info("worker %s stopped: %s", self.name, self._summary())
+        elif not (self.burst and not self.recovery.held and not self.store.has_work(self.queues, self.now())):
+            return False
+        else:
+            log.info("worker %s: no more work (burst): %s", self.name, self._summary())
+        self.exit_code = EXIT_OK
+        return True
 
     def _on_stop_request(self, announced: int) -> int:
         if announced == 0:
             log.info("stop requested: draining %d running job(s); a second signal stops them",
                      len(self.runner.running))
             self.notifier.stopping(f"draining {len(self.runner.running)} job(s)")
-        if self.stop_requests >= 2 and self.runner.running and not self._forced:
+        if self.stop_requests >= 2 and self.runner.running and not self.ledger.forced:
             log.warning("second stop request: terminating %d running job(s) and requeueing them",
                         len(self.runner.running))
-            self._forced.update(self.runner.running)
+            self.ledger.forced.update(self.runner.running)
             self.runner.stop_all(signal.SIGTERM)
         return self.stop_requests
+
+    def _drain_begins(self) -> None:
+        """On a stop: record that this worker drains, and give back the jobs it claimed and has not started."""
+        if not self._draining_recorded:
+            self.store.mark_draining(self.worker_id, self.now())
+            self._draining_recorded = True
+        self._give_back(list(self.reserve))
+
+    def _give_back(self, jobs) -> None:
+        for job in jobs:
+            self.reserve.remove(job)
+            self.ledger.release.append(job.id)
 
     def now(self) -> Instant:
         """This worker's clocks now: the wall clock, the monotonic clock and its domain."""
         return Instant(self.clock(), self.monotonic(), procs.clock_domain())
 
-    def _heartbeat(self) -> bool:
-        """Write the heartbeat, then ping the watchdog; return False if this worker was declared dead.
+    # -- exchanges with the store ------------------------------------------------------------------
 
-        The first heartbeat after failed database calls gives every other worker stale-after
-        before it judges them (their heartbeats failed too, and come back up to a reconnection
-        later than this one's), however short the outage was.
+    def _exchange(self, now: float, claim: int) -> None:
+        """Record what the ledger holds and claim `claim` jobs into the reserve, in one transaction.
+
+        On a database error everything stays in the ledger for the next try.
         """
+        self._release_held(now)
+        ex = self.ledger.batch(self.runner.running, now, claim)
+        states, jobs = self.store.exchange(self.worker_id, ex, self.queues, self.now(), self.config)
+        self.ledger.recorded(ex)
+        for key in ex.requeue:
+            log.warning("job %s stopped and put back to pending", key)
+        for key in ex.release:
+            log.debug("job %s given back unstarted", key)
+        for outcome, state in zip(ex.ended, states):
+            self._report(outcome, state)
+        self.reserve.extend(jobs)
+        if claim and len(jobs) < claim:
+            self._claim_at = now + self.config["poll-interval"]  # the queue has no more for now
+
+    def _release_held(self, now: float) -> None:
+        """Give back the reserve when every slot is busy with a job running HOLD seconds or more."""
+        running = self.runner.running
+        if self.reserve and len(running) >= self.slots and all(now - p.started >= HOLD for p in running.values()):
+            self._short = False
+            self._give_back(list(self.reserve))
+
+    def _start_reserved(self, now: float) -> None:
+        """Start claimed jobs in the free slots (not while the database fails: a worker cut off from it may
+        be judged stale and its jobs recovered elsewhere)."""
+        while self.reserve and len(self.runner.running) < self.slots and self._db_failing_since is None \
+                and not self.stop_requests:
+            self._start(self.reserve.popleft(), now)
+
+    def _start(self, job: Job, now: float) -> None:
+        """Start a claimed job; its start (its attempt) and process group are recorded by a later exchange."""
+        timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
+        attempt = job.attempts + 1
+        env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
+                             "QUEUECTL_QUEUE": job.queue})
+        proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
+        self.ledger.started(job.id, proc, self.clock())
+        # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO
+        log.debug("job %s started (attempt %d): %s", job.id, attempt, one_line(job.command, 80))
+
+    def _stop_cancelled(self, now: float) -> None:
+        """Stop the jobs whose cancel was requested: running ones by SIGTERM to the group (SIGKILL after the
+        grace), claimed ones not started by giving them back (the store records them cancelled).
+
+        Looked for after each heartbeat and wake-up; a running job is then recorded as cancelled
+        by the store (or completed, if it exited 0 first).
+        """
+        if not self._look_for_cancels or not (self.runner.running or self.reserve):
+            return
+        self._look_for_cancels = False
+        requested = set(self.store.cancel_requests(self.worker_id))
+        self._give_back([job for job in self.reserve if job.id in requested])
+        for job_id in requested:
+            job = self.runner.running.get(job_id)
+            if job is not None and job_id not in self._cancelling:
+                self._cancelling.add(job_id)
+                log.warning("job %s: cancel requested, stopping its process group", job_id)
+                job.stop(signal.SIGTERM, self.monotonic(), self.runner.kill_grace)
+        self._cancelling &= set(self.runner.running)
+
+    def _report(self, outcome: Outcome, state) -> None:
+        if state is None:
+            log.warning("job %s was taken from this worker (recovered elsewhere); its result is dropped",
+                        outcome.job_id)
+        elif state == JobState.CANCELLED:
+            log.warning("job %s cancelled (%s)", outcome.job_id, outcome.error or "it had ended")
+        elif outcome.ok:
+            self.stats.done += 1
+            log.info("job %s completed", outcome.job_id)
+        else:
+            self.stats.failed += 1
+            log.warning("job %s failed (%s): now %s", outcome.job_id, outcome.error, state.value)
+
+    # -- heartbeat, outages ------------------------------------------------------------------------
+
+    def _heartbeat(self) -> bool:
+        """Write the heartbeat, then ping the watchdog and watch the other workers; return False if this
+        worker was declared dead."""
         now = self.now()
         if not self.store.heartbeat(self.worker_id, now):
             self._declared_dead()
             return False
         self.notifier.watchdog()  # after the database took the heartbeat
         self._look_for_cancels = True
-        if self._db_failing_since is not None:
-            self._watch.writes_resumed(Instant(now.wall, self.monotonic(), now.domain))
+        self._database_works()  # before the watch below: after an outage, every other worker gets its grace
         self._note_gap(now)
         self._listen()
         self._reload_settings()
-        self.recover_lost()
+        self.recovery.sweep(self.worker_id, self.now(), self.config)
+        self.stats.recovered = self.recovery.recovered
         self.store.maintain(self.worker_id)
         return True
 
@@ -354,7 +570,7 @@ class Worker:
             log.warning("the wall clock stepped by %+.1f s since the last heartbeat; liveness and due"
                         " times follow the monotonic clock, so no job is affected", step)
         if self.monotonic() - last.mono > 2 * self._beat_interval() + 1:
-            self._watch.writes_resumed(Instant(now.wall, self.monotonic(), now.domain))
+            self.recovery.watch.writes_resumed(Instant(now.wall, self.monotonic(), now.domain))
 
     def _database_failed(self, error: DatabaseError | InvalidInput) -> None:
         """Note a failed database operation; log it when it is new, then at most every 30 s.
@@ -368,7 +584,7 @@ class Worker:
             self.notifier.watchdog()
         message, logged_at = self._db_error_logged
         if str(error) != message or mono - logged_at >= 30:
-            held = len(self.runner.running) + len(self._unrecorded)
+            held = len(self.runner.running) + len(self.ledger.ended)
             log.error("%s; keeping %d job(s) and their results, retrying every %g s", error, held, DB_RETRY)
             self._db_error_logged = (str(error), mono)
 
@@ -388,7 +604,7 @@ class Worker:
             return
         now = self.now()
         log.warning("the database takes writes again after %.1f s", now.mono - self._db_failing_since)
-        self._watch.writes_resumed(now)
+        self.recovery.watch.writes_resumed(now)
         self._db_failing_since = None
         self._db_error_logged = (None, 0.0)
 
@@ -408,7 +624,7 @@ class Worker:
         running = list(self.runner.running)
         if self._db_failing_since is not None:
             return (f"database unavailable for {self.monotonic() - self._db_failing_since:.0f} s; {len(running)}"
-                    f" job(s) running and {len(self._unrecorded)} result(s) held; {self._summary()}")
+                    f" job(s) running and {len(self.ledger.ended)} result(s) held; {self._summary()}")
         if self.stop_requests:
             head = f"draining {len(running)} job(s)"
         elif running:
@@ -417,193 +633,6 @@ class Worker:
             head = f"idle, {self.slots} slot(s)"
         ids = f": {', '.join(running[:5])}{', ...' if len(running) > 5 else ''}" if running else ""
         return f"{head}{ids}; {self._summary()}"
-
-    def _exchange(self, stopping: bool) -> int:
-        """Record ended jobs and claim as many new ones as slots are free, in one transaction; start them.
-
-        Returns how many jobs were claimed. On a database error the ended jobs' results stay
-        in memory for the next try.
-        """
-        free = 0 if stopping else self.slots - len(self.runner.running)
-        finished = self._unrecorded
-        if not finished and free <= 0:
-            return 0
-        forced = [key for key, _, _ in finished if key in self._forced]
-        outcomes = [Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr, ended)
-                    for key, r, ended in finished if key not in self._forced]
-        states, jobs = self.store.exchange(self.worker_id, outcomes, forced, self.queues, free, self.now(),
-                                           self.config)
-        self._unrecorded = []
-        for key in forced:
-            self._forced.discard(key)
-            log.warning("job %s stopped and put back to pending", key)
-        for outcome, state in zip(outcomes, states):
-            self._report(outcome, state)
-        self._start(jobs)
-        return len(jobs)
-
-    def _stop_cancelled(self) -> None:
-        """Stop the running jobs whose cancel was requested (SIGTERM to the group, SIGKILL after the grace).
-
-        Looked for after each heartbeat and wake-up; their results are then recorded as
-        cancelled by the store (or completed, if they exited 0 first).
-        """
-        if not self._look_for_cancels or not self.runner.running:
-            return
-        self._look_for_cancels = False
-        now = self.monotonic()
-        for job_id in self.store.cancel_requests(self.worker_id):
-            job = self.runner.running.get(job_id)
-            if job is not None and job_id not in self._cancelling:
-                self._cancelling.add(job_id)
-                log.warning("job %s: cancel requested, stopping its process group", job_id)
-                job.stop(signal.SIGTERM, now, self.runner.kill_grace)
-        self._cancelling &= set(self.runner.running)
-
-    def _retention(self) -> None:
-        """Delete expired finished jobs (keep-completed, keep-cancelled, keep-dead) in bounded batches.
-
-        One worker at a time, under the "retention" lease; a batch is one short
-        transaction of at most PURGE_BATCH jobs, and a full batch brings the next one
-        at the next turn of the loop. Freed pages go back to the filesystem at most every
-        RECLAIM_EVERY seconds.
-        """
-        mono = self.monotonic()
-        if mono < self._retention_at:
-            return
-        older = {state: self.config[key] for state, key in settings_mod.RETENTION.items()
-                 if self.config[key] is not None}
-        self._retention_at = mono + min(RETENTION_EVERY, max(1.0, min(older.values(), default=0) / 2))
-        now = self.now()
-        if not older or not self.store.take_lease("retention", self.worker_id, now, 3 * RETENTION_EVERY):
-            return
-        deleted = self.store.purge(older, now)
-        self._purged += deleted
-        if deleted >= PURGE_BATCH:
-            self._retention_at = mono  # a backlog: go on at the next turn
-        if self._purged and mono >= self._reclaim_at:
-            self.store.reclaim_space(max_pages=16 * PURGE_BATCH, min_free=RECLAIM_FREE)
-            log.info("retention: deleted %d expired job(s)", self._purged)
-            self._purged, self._reclaim_at = 0, mono + RECLAIM_EVERY
-
-    def _report(self, outcome: Outcome, state) -> None:
-        if state is None:
-            log.warning("job %s was taken from this worker (recovered elsewhere); its result is dropped",
-                        outcome.job_id)
-        elif state == JobState.CANCELLED:
-            log.warning("job %s cancelled (%s)", outcome.job_id, outcome.error or "it had ended")
-        elif outcome.ok:
-            self.stats.done += 1
-            log.info("job %s completed", outcome.job_id)
-        else:
-            self.stats.failed += 1
-            log.warning("job %s failed (%s): now %s", outcome.job_id, outcome.error, state.value)
-
-    def _start(self, jobs) -> None:
-        """Start claimed jobs; their process groups are recorded once they outlive RECORD_AFTER."""
-        for job in jobs:
-            timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
-            env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(job.attempts),
-                                 "QUEUECTL_QUEUE": job.queue})
-            proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
-            if proc is not None:
-                self._unrecorded_groups[job.id] = proc
-            # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO
-            log.debug("job %s started (attempt %d): %s", job.id, job.attempts, one_line(job.command, 80))
-
-    def _record_groups(self) -> float | None:
-        """Record the process groups of jobs running for RECORD_AFTER or more; return when to look again.
-
-        A job that ends sooner never needs its group recorded, which spares a commit per
-        short job; a recovery finds an unrecorded group by the job's environment.
-        """
-        now = self.monotonic()
-        due = {k: p for k, p in self._unrecorded_groups.items() if k in self.runner.running
-               and now - p.started >= RECORD_AFTER}
-        if due:
-            self.store.record_processes(self.worker_id, [(k, p.pgid, p.pgid_start) for k, p in due.items()])
-        self._unrecorded_groups = {k: p for k, p in self._unrecorded_groups.items()
-                                   if k in self.runner.running and k not in due}
-        if not self._unrecorded_groups:
-            return None
-        return max(0.0, min(p.started for p in self._unrecorded_groups.values()) + RECORD_AFTER - now)
-
-    # -- recovery ----------------------------------------------------------------------------------
-
-    def recover_lost(self) -> None:
-        """Recover the jobs of workers that are dead or stale (queuectl.liveness), and of none.
-
-        A dead or stale worker's jobs still running on this host are killed first (their
-        groups, if still the recorded ones), so two copies of a job never run at once; a
-        worker whose jobs cannot all be killed from here keeps them. Each recovery checks
-        in its transaction that the worker did not beat since it was judged. Stale workers
-        are recovered by one worker at a time, the holder of the "recovery" lease (every
-        worker watches, so another takes over at once when it goes); a dead local one by any
-        worker of its host, which alone can kill its leftovers. Counts the jobs in this
-        worker's queues that are left held by lost or suspect workers, for --burst.
-        """
-        now, stale_after = self.now(), self.config["stale-after"]
-        held, leads = 0, None
-        others = [w for w in self.store.workers() if w.id != self.worker_id]
-        self._watch.forget_others(w.id for w in others)
-        for w in others:
-            verdict = self._watch.verdict(w, now, stale_after)
-            if verdict == liveness.ALIVE:
-                continue
-            if verdict == liveness.STALE and leads is None:
-                leads = self.store.take_lease("recovery", self.worker_id, now, stale_after)
-            jobs = self.store.worker_jobs(w.id)
-            if verdict == liveness.SUSPECT or (verdict == liveness.STALE and not leads) or not self._kill_local(jobs):
-                held += sum(1 for j in jobs if self._serves(j.queue))
-                continue
-            whose = f"{'dead' if verdict == liveness.DEAD else 'stale'} worker {w.name!r}"
-            self._report_recovered(self.store.recover(w.id, w.seen, now, self.config), whose)
-        if self.store.orphaned_jobs():
-            self._report_recovered(self.store.recover(None, None, now, self.config), "no registered worker")
-        self._held_by_lost = held
-
-    def _serves(self, queue: str) -> bool:
-        return not self.queues or queue in self.queues
-
-    @staticmethod
-    def _kill_local(jobs) -> bool:
-        """Kill what is left on this host of a lost worker's jobs, and wait until it is gone.
-
-        Returns False, having killed nothing, if a leftover group may belong to another user
-        (kill(2) refuses it, or the worker was another user's and a group was never
-        recorded), and False if a group outlives its SIGKILL: the jobs then stay held
-        rather than run twice.
-        """
-        groups: dict[str, list[int]] = {}
-        for j in jobs:
-            if j.host is None or not procs.is_local(j.host, j.boot_id, j.pid_ns):
-                continue
-            if j.pgid:
-                if not procs.may_signal_group(j.pgid):
-                    return _held(j.job_id, "its process group belongs to another user")
-                groups[j.job_id] = [j.pgid] if procs.group_alive(j.pgid, j.pgid_start) else []
-            elif j.uid is not None and j.uid != os.geteuid() and os.geteuid() != 0:
-                return _held(j.job_id, "its worker was another user's and its process group was never recorded")
-            else:
-                # Never recorded (its worker died within RECORD_AFTER of starting it): find this
-                # attempt's processes by their environment.
-                groups[j.job_id] = sorted(procs.groups_with_env(
-                    b"QUEUECTL_JOB_ID=" + j.job_id.encode(), b"QUEUECTL_ATTEMPT=%d" % j.attempts))
-        for job_id, pgids in groups.items():
-            for pgid in pgids:
-                try:
-                    gone = procs.kill_and_wait(pgid)
-                except PermissionError:
-                    return _held(job_id, "its process group belongs to another user")
-                if not gone:
-                    return _held(job_id, f"its process group {pgid} outlived SIGKILL")
-                log.warning("killed the leftover process group %d of job %s", pgid, job_id)
-        return True
-
-    def _report_recovered(self, recovered, whose: str) -> None:
-        for job_id, state in recovered:
-            self.stats.recovered += 1
-            log.warning("recovered job %s from %s (worker lost): now %s", job_id, whose, state.value)
 
     # -- settings ----------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from queuectl.cli import cli
 from queuectl.jobspec import FIELDS, MAX_COMMAND_BYTES
 from queuectl.settings import SETTINGS
 from queuectl.store import Outcome, is_uri, open_store
+from storeops import claim, finish
 
 DEFAULTS = {
     "max-retries": 3,
@@ -100,9 +101,9 @@ def populated(run_cli, db):
         now = time.time()
         wid, recovered = s.register_worker(WORKER_INFO, now)
         assert recovered == []
-        claimed = s.claim(wid, [], 10, now)
+        claimed = claim(s, wid, [], 10, now)
         assert sorted(j.id for j in claimed) == ["c1", "d1", "f1", "r1"]
-        states = s.finish(wid, [Outcome("c1", True, 0, None, b"out\n\xff", b"err\n"),
+        states = finish(s, wid, [Outcome("c1", True, 0, None, b"out\n\xff", b"err\n"),
                                 Outcome("f1", False, 1, "exit code 1", b"", b"nope\n"),
                                 Outcome("d1", False, 3, "exit code 3", b"", b"boom\n")], now)
         assert [st.value for st in states] == ["completed", "failed", "dead"]
@@ -482,9 +483,9 @@ def _kill_one_more(run_cli, db, job_id):
     ok(run_cli("enqueue", json.dumps({"id": job_id, "command": "false", "max_retries": 0, "priority": 99})))
     with open_store(db) as s:
         wid, _ = s.register_worker({**WORKER_INFO, "name": "w2"}, time.time())
-        [job] = s.claim(wid, [], 1, time.time())
+        [job] = claim(s, wid, [], 1, time.time())
         assert job.id == job_id
-        assert [st.value for st in s.finish(wid, [Outcome(job_id, False, 1, "exit code 1")], time.time())] == ["dead"]
+        assert [st.value for st in finish(s, wid, [Outcome(job_id, False, 1, "exit code 1")], time.time())] == ["dead"]
 
 
 def test_dlq_retry(run_cli, db, populated):
@@ -500,7 +501,7 @@ def test_dlq_retry(run_cli, db, populated):
     # The retried job can be claimed again at once.
     with open_store(db) as s:
         wid, _ = s.register_worker({**WORKER_INFO, "name": "w3"}, time.time())
-        assert "d1" in [j.id for j in s.claim(wid, ["build"], 10, time.time())]
+        assert "d1" in [j.id for j in claim(s, wid, ["build"], 10, time.time())]
 
 
 @pytest.mark.parametrize("args, code, fragments", [

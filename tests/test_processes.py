@@ -29,6 +29,7 @@ from conftest import QUEUECTL, WorkerProcs, enqueue, queuectl, wait_for
 from conftest import configure as set_config
 from queuectl.models import JobState
 from queuectl.store import is_uri
+from storeops import claim
 
 pytestmark = pytest.mark.processes
 
@@ -248,9 +249,9 @@ def test_a_silent_worker_of_another_host_is_recovered_after_stale_after_of_watch
     enqueue(run_cli, id="far-dead", command="true")
     far = {"host": "elsewhere", "boot_id": "other-boot 1", "pid": 1, "pid_start": 1, "slots": 1, "queues": []}
     live_id, _ = store.register_worker({**far, "name": "far-live"}, time.time() - 3600)
-    store.claim(live_id, [], 1, time.time())
+    claim(store, live_id, [], 1, time.time())
     dead_id, _ = store.register_worker({**far, "name": "far-dead"}, time.time() - 3600)
-    store.claim(dead_id, [], 1, time.time())
+    claim(store, dead_id, [], 1, time.time())
     assert {store.get_job(j).state for j in ("far-live", "far-dead")} == {JobState.PROCESSING}
 
     w = workers.start("--name", "local")
@@ -279,7 +280,7 @@ def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(
     def silent_far_worker(name):  # its job is in a queue that the local workers do not serve
         enqueue(run_cli, id=f"job-of-{name}", command="true", queue=name)
         wid, _ = store.register_worker({**far, "name": name}, time.time())
-        assert [j.id for j in store.claim(wid, [name], 1, time.time())] == [f"job-of-{name}"]
+        assert [j.id for j in claim(store, wid, [name], 1, time.time())] == [f"job-of-{name}"]
 
     def lease_holder():
         return store.c.execute("SELECT holder FROM leases WHERE name = 'recovery'").fetchone()[0]

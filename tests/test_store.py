@@ -12,6 +12,7 @@ from queuectl.errors import Conflict, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import parse_job
 from queuectl.models import JobState
 from queuectl.store import DuplicateJob, Outcome, WorkerGone, open_store
+from storeops import claim, finish, requeue
 
 NOW = 1_000_000.0
 
@@ -73,10 +74,10 @@ def test_claim_order_priority_then_run_at_then_enqueue_order(store):
     add(store, id="earlier", run_at="1970-01-12T13:45:00Z")  # 999900 s: before NOW
     add(store, id="future", delay=60)
     w = register(store)
-    claimed = store.claim(w, [], 10, NOW)
+    claimed = claim(store, w, [], 10, NOW)
     assert [j.id for j in claimed] == ["high", "earlier", "first", "second", "low"]
     assert all(j.state == JobState.PROCESSING and j.attempts == 1 and j.worker_id == w for j in claimed)
-    assert store.claim(w, [], 10, NOW + 61)[0].id == "future"
+    assert claim(store, w, [], 10, NOW + 61)[0].id == "future"
 
 
 def test_claim_respects_limit_and_queues(store):
@@ -84,9 +85,9 @@ def test_claim_respects_limit_and_queues(store):
         add(store, id=f"a{i}", queue="a")
     add(store, id="b0", queue="b")
     w = register(store)
-    assert [j.id for j in store.claim(w, ["b"], 5, NOW)] == ["b0"]
-    assert [j.id for j in store.claim(w, ["a", "c"], 2, NOW)] == ["a0", "a1"]
-    assert store.claim(w, [], 0, NOW) == []
+    assert [j.id for j in claim(store, w, ["b"], 5, NOW)] == ["b0"]
+    assert [j.id for j in claim(store, w, ["a", "c"], 2, NOW)] == ["a0", "a1"]
+    assert claim(store, w, [], 0, NOW) == []
 
 
 def test_two_connections_never_claim_the_same_job(db):
@@ -100,7 +101,7 @@ def test_two_connections_never_claim_the_same_job(db):
         wid = register(store, name=f"w{n}")
         got = results.setdefault(n, [])
         together.wait()  # both connections claim at the same time
-        while batch := store.claim(wid, [], 1, NOW):
+        while batch := claim(store, wid, [], 1, NOW):
             got += [j.id for j in batch]
             time.sleep(0.0005)  # as a worker runs its job between claims: lets the other connection in
 
@@ -118,8 +119,8 @@ def test_two_connections_never_claim_the_same_job(db):
 def test_success_completes_and_stores_output(store):
     add(store, id="a")
     w = register(store)
-    store.claim(w, [], 1, NOW)
-    assert store.finish(w, [ok("a")], NOW + 1) == [JobState.COMPLETED]
+    claim(store, w, [], 1, NOW)
+    assert finish(store, w, [ok("a")], NOW + 1) == [JobState.COMPLETED]
     job = store.get_job("a", output=True)
     assert (job.state, job.exit_code, job.stdout, job.stderr, job.finished_at) == (
         JobState.COMPLETED, 0, b"out", b"err", NOW + 1)
@@ -131,24 +132,24 @@ def test_failure_retries_with_backoff_then_dies(store):
     w = register(store)
     now = NOW
     for attempt, state, delay in [(1, JobState.FAILED, 2), (2, JobState.FAILED, 4), (3, JobState.DEAD, None)]:
-        [job] = store.claim(w, [], 1, now)
+        [job] = claim(store, w, [], 1, now)
         assert job.attempts == attempt
-        assert store.finish(w, [bad("a", 7)], now) == [state]
+        assert finish(store, w, [bad("a", 7)], now) == [state]
         job = store.get_job("a")
         assert job.last_error == "exit code 7" and job.exit_code == 7
         if delay:
             assert job.run_at == now + delay
-            assert store.claim(w, [], 1, now + delay - 0.01) == []  # not before its backoff
+            assert claim(store, w, [], 1, now + delay - 0.01) == []  # not before its backoff
             now += delay
-    assert store.claim(w, [], 1, now + 10_000) == []
+    assert claim(store, w, [], 1, now + 10_000) == []
 
 
 def test_max_retries_unset_follows_the_setting_at_failure_time(store):
     add(store, id="a")
     store.set_setting("max-retries", "0")
     w = register(store)
-    store.claim(w, [], 1, NOW)
-    assert store.finish(w, [bad("a")], NOW) == [JobState.DEAD]
+    claim(store, w, [], 1, NOW)
+    assert finish(store, w, [bad("a")], NOW) == [JobState.DEAD]
 
 
 def test_backoff_settings_apply(store):
@@ -156,11 +157,11 @@ def test_backoff_settings_apply(store):
     store.set_setting("backoff-max", "5")
     add(store, id="a", max_retries=5)
     w = register(store)
-    store.claim(w, [], 1, NOW)
-    store.finish(w, [bad("a")], NOW)
+    claim(store, w, [], 1, NOW)
+    finish(store, w, [bad("a")], NOW)
     assert store.get_job("a").run_at == NOW + 3
-    store.claim(w, [], 1, NOW + 3)
-    store.finish(w, [bad("a")], NOW + 3)
+    claim(store, w, [], 1, NOW + 3)
+    finish(store, w, [bad("a")], NOW + 3)
     assert store.get_job("a").run_at == NOW + 3 + 5  # 9 capped at 5
 
 
@@ -168,17 +169,17 @@ def test_finish_by_a_worker_that_lost_the_job_changes_nothing(store):
     add(store, id="a")
     w1 = register(store, "w1")
     w2 = register(store, "w2")
-    store.claim(w1, [], 1, NOW)
-    assert store.finish(w2, [ok("a")], NOW) == [None]
+    claim(store, w1, [], 1, NOW)
+    assert finish(store, w2, [ok("a")], NOW) == [None]
     assert store.get_job("a").state == JobState.PROCESSING
-    assert store.requeue(w2, ["a"], NOW) == 0
+    assert requeue(store, w2, ["a"], NOW) == 0
 
 
 def test_requeue_gives_the_attempt_back(store):
     add(store, id="a")
     w = register(store)
-    store.claim(w, [], 1, NOW)
-    assert store.requeue(w, ["a"], NOW) == 1
+    claim(store, w, [], 1, NOW)
+    assert requeue(store, w, ["a"], NOW) == 1
     job = store.get_job("a")
     assert (job.state, job.attempts, job.worker_id) == (JobState.PENDING, 0, None)
 
@@ -187,7 +188,7 @@ def test_recovery_of_a_lost_worker_counts_a_failed_attempt(store):
     add(store, id="a", max_retries=1)
     add(store, id="b", max_retries=0)
     dead = register(store, "dead", now=NOW)
-    store.claim(dead, [], 2, NOW)
+    claim(store, dead, [], 2, NOW)
     live = register(store, "live", now=NOW)
     store.heartbeat(live, NOW + 10)
     held = store.worker_jobs(dead)
@@ -202,7 +203,7 @@ def test_recovery_of_a_lost_worker_counts_a_failed_attempt(store):
 def test_a_worker_that_beat_since_it_was_judged_keeps_its_jobs(store):
     add(store, id="a")
     w = register(store, now=NOW)
-    store.claim(w, [], 1, NOW)
+    claim(store, w, [], 1, NOW)
     [judged] = store.workers()
     store.heartbeat(w, NOW + 100)  # it beats between the judgement and the recovery
     assert store.recover(w, judged.seen, NOW + 101) == []  # re-checked inside the transaction
@@ -217,7 +218,7 @@ def test_a_worker_that_beat_since_it_was_judged_keeps_its_jobs(store):
 def test_jobs_whose_worker_row_is_gone_are_recovered_as_orphans(store):
     add(store, id="a")
     w = register(store)
-    store.claim(w, [], 1, NOW)
+    claim(store, w, [], 1, NOW)
     store.c.execute("DELETE FROM workers")  # as a crash between two statements of an old version might
     [orphan] = store.orphaned_jobs()
     assert (orphan.job_id, orphan.host) == ("a", None)
@@ -229,14 +230,14 @@ def test_a_worker_recovered_while_it_waited_claims_nothing(store):
     w = register(store)
     store.recover(w, store.worker_by_name("w1").seen, NOW)
     with pytest.raises(WorkerGone):
-        store.claim(w, [], 1, NOW)
+        claim(store, w, [], 1, NOW)
     assert store.get_job("a").state == JobState.PENDING
 
 
 def test_replacing_a_same_name_worker_that_beat_since_is_refused(store):
     add(store, id="a")
     w1 = register(store, "same")
-    store.claim(w1, [], 1, NOW)
+    claim(store, w1, [], 1, NOW)
     seen = store.worker_by_name("same").seen
     store.heartbeat(w1, NOW + 1)
     info = {"name": "same", "host": "h", "boot_id": "b", "pid": 2, "pid_start": 2, "slots": 1, "queues": []}
@@ -269,8 +270,8 @@ def _failed_once(store, now):
     """A job that failed its first attempt at `now` (backoff-base 2: its retry is due 2 s later)."""
     add(store, id="r", max_retries=5, now=now)
     w = register(store, now=now)
-    store.claim(w, [], 1, now)
-    assert store.finish(w, [bad("r")], now) == [JobState.FAILED]
+    claim(store, w, [], 1, now)
+    assert finish(store, w, [bad("r")], now) == [JobState.FAILED]
     return w
 
 
@@ -300,7 +301,7 @@ def test_a_reader_of_another_boot_uses_the_wall_clock_and_a_step_back_makes_a_re
 def test_a_job_enqueued_before_a_backward_step_is_not_held_back_by_it(store):
     add(store, id="now", now=Instant(NOW, 10.0, A))
     add(store, id="later", delay=30, now=Instant(NOW, 10.0, A))
-    assert [j.id for j in store.claim(register(store), [], 5, Instant(NOW - 3600, 10.5, A))] == ["now"]
+    assert [j.id for j in claim(store, register(store), [], 5, Instant(NOW - 3600, 10.5, A))] == ["now"]
     assert not _ready(store, Instant(NOW - 3600, 39.0, A))
     assert _ready(store, Instant(NOW - 3600, 40.0, A))
 
@@ -324,11 +325,11 @@ def test_a_dlq_retry_and_a_requeue_are_due_at_once_after_a_backward_step(store):
     add(store, id="d", max_retries=0, now=Instant(NOW, 10.0, A))
     add(store, id="q", now=Instant(NOW, 10.0, A))
     w = register(store, slots=2)
-    store.claim(w, [], 2, Instant(NOW, 10.0, A))
-    store.finish(w, [bad("d")], Instant(NOW, 10.0, A))
+    claim(store, w, [], 2, Instant(NOW, 10.0, A))
+    finish(store, w, [bad("d")], Instant(NOW, 10.0, A))
     store.dlq_retry(["d"], Instant(NOW, 11.0, A))
-    store.requeue(w, ["q"], Instant(NOW, 11.0, A))
-    claimed = store.claim(w, [], 5, Instant(NOW - 3600, 11.5, A))
+    requeue(store, w, ["q"], Instant(NOW, 11.0, A))
+    claimed = claim(store, w, [], 5, Instant(NOW - 3600, 11.5, A))
     assert sorted(j.id for j in claimed) == ["d", "q"]
 
 
@@ -337,7 +338,7 @@ def test_register_same_name_conflicts_unless_replacing(store):
     with pytest.raises(Conflict):
         register(store, "same")
     add(store, id="a")
-    store.claim(w1, [], 1, NOW)
+    claim(store, w1, [], 1, NOW)
     info = {"name": "same", "host": "h", "boot_id": "b", "pid": 2, "pid_start": 2, "slots": 1, "queues": []}
     w2, recovered = store.register_worker(info, NOW + 1, replace=w1)
     assert w2 != w1 and recovered == [("a", JobState.FAILED)]
@@ -348,7 +349,7 @@ def test_workers_list_their_running_jobs(store):
     add(store, id="a")
     add(store, id="b")
     w = register(store, slots=2, queues=["x", "y"])
-    store.claim(w, [], 2, NOW)
+    claim(store, w, [], 2, NOW)
     [info] = store.workers()
     assert info.job_ids == ("a", "b") and info.queues == "x,y"
     assert info.to_dict(NOW + 2)["busy"] == 2
@@ -360,8 +361,8 @@ def test_has_work_counts_ready_jobs_and_retries_not_future_jobs(store):
     assert not store.has_work([], NOW)
     add(store, id="a", max_retries=1)
     assert store.has_work([], NOW) and not store.has_work(["other"], NOW)
-    store.claim(w, [], 1, NOW)
-    store.finish(w, [bad("a")], NOW)
+    claim(store, w, [], 1, NOW)
+    finish(store, w, [bad("a")], NOW)
     assert store.has_work([], NOW)  # waiting for its retry
 
 
@@ -369,8 +370,8 @@ def test_dlq_retry_is_all_or_nothing(store):
     add(store, id="d", max_retries=0)
     add(store, id="p")
     w = register(store)
-    store.claim(w, [], 1, NOW)
-    store.finish(w, [bad("d")], NOW)
+    claim(store, w, [], 1, NOW)
+    finish(store, w, [bad("d")], NOW)
     with pytest.raises(Conflict, match="pending, not dead"):
         store.dlq_retry(["d", "p"], NOW)
     with pytest.raises(NotFound):
@@ -385,9 +386,9 @@ def test_counts_kept_by_triggers_match_the_rows(store):
     for i in range(20):
         add(store, id=f"j{i}", queue="q" if i % 2 else "r", max_retries=i % 3)
     w = register(store, slots=20)
-    jobs = store.claim(w, [], 20, NOW)
-    store.finish(w, [ok(j.id) if i % 3 else bad(j.id) for i, j in enumerate(jobs[:15])], NOW)
-    store.requeue(w, [jobs[15].id], NOW)
+    jobs = claim(store, w, [], 20, NOW)
+    finish(store, w, [ok(j.id) if i % 3 else bad(j.id) for i, j in enumerate(jobs[:15])], NOW)
+    requeue(store, w, [jobs[15].id], NOW)
     actual: dict = {}
     for queue, state, n in store.c.execute("SELECT queue, state, count(*) FROM jobs GROUP BY 1, 2"):
         actual.setdefault(queue, {})[state] = n
@@ -425,11 +426,11 @@ def test_a_stored_setting_broken_by_hand_is_invalid_config(store):
 def test_a_silent_retry_does_not_keep_the_previous_attempts_output(store):
     add(store, id="a", max_retries=1)
     w = register(store)
-    store.claim(w, [], 1, NOW)
-    store.finish(w, [Outcome("a", False, 1, "exit code 1", b"first out", b"first err")], NOW)
+    claim(store, w, [], 1, NOW)
+    finish(store, w, [Outcome("a", False, 1, "exit code 1", b"first out", b"first err")], NOW)
     assert store.get_job("a", output=True).stdout == b"first out"
-    store.claim(w, [], 1, NOW + 100)
-    store.finish(w, [Outcome("a", True, 0, None, b"", b"")], NOW + 100)
+    claim(store, w, [], 1, NOW + 100)
+    finish(store, w, [Outcome("a", True, 0, None, b"", b"")], NOW + 100)
     job = store.get_job("a", output=True)
     assert (job.state, job.stdout or b"", job.stderr or b"") == (JobState.COMPLETED, b"", b"")
 
@@ -441,9 +442,9 @@ def test_cancel_each_state(store):
     for job_id in ("p", "f", "r", "c", "d"):
         add(store, id=job_id, max_retries=0 if job_id == "d" else 3)
     w = register(store, slots=5)
-    store.claim(w, [], 5, NOW)
-    store.finish(w, [bad("f"), ok("c"), bad("d")], NOW)
-    store.requeue(w, ["p"], NOW)
+    claim(store, w, [], 5, NOW)
+    finish(store, w, [bad("f"), ok("c"), bad("d")], NOW)
+    requeue(store, w, ["p"], NOW)
     results = {r.job_id: r for r in store.cancel(["p", "f", "r", "c", "d", "nope"], NOW + 1)}
     assert {k: r.result for k, r in results.items()} == {
         "p": "cancelled", "f": "cancelled", "r": "requested", "c": "error", "d": "error", "nope": "error"}
@@ -460,12 +461,12 @@ def test_a_cancelled_running_job_ends_cancelled_unless_it_succeeded_first(store)
     for job_id in ("killed", "finished", "lost", "forced"):
         add(store, id=job_id)
     w = register(store, slots=4)
-    store.claim(w, [], 4, NOW)
+    claim(store, w, [], 4, NOW)
     store.cancel(["killed", "finished", "lost", "forced"], NOW)
-    assert store.finish(w, [bad("killed", -15), ok("finished")], NOW) == [JobState.CANCELLED, JobState.COMPLETED]
+    assert finish(store, w, [bad("killed", -15), ok("finished")], NOW) == [JobState.CANCELLED, JobState.COMPLETED]
     killed = store.get_job("killed", output=True)
     assert (killed.last_error, killed.stderr) == ("exit code -15", b"boom")  # its output is kept
-    store.requeue(w, ["forced"], NOW)  # a second stop signal: a cancelled job does not go back to pending
+    requeue(store, w, ["forced"], NOW)  # a second stop signal: a cancelled job does not go back to pending
     assert store.get_job("forced").state == JobState.CANCELLED
     assert store.recover(w, store.worker_by_name("w1").seen, NOW) == [("lost", JobState.CANCELLED)]
     assert not store.has_work([], NOW + 3600)
@@ -493,19 +494,19 @@ def test_paused_queues_are_not_claimed_and_hold_no_burst(store):
     assert store.set_paused(["q1"], True, NOW + 1) == [False]
     assert store.paused_queues() == {"q1": NOW, "q3": NOW}
     w = register(store, slots=2)
-    assert [j.id for j in store.claim(w, [], 2, NOW)] == ["b"]
+    assert [j.id for j in claim(store, w, [], 2, NOW)] == ["b"]
     assert not store.has_work([], NOW)  # only paused work is left
     assert store.set_paused(["q1", "q2"], False, NOW) == [True, False]
-    assert [j.id for j in store.claim(w, [], 2, NOW)] == ["a"]
+    assert [j.id for j in claim(store, w, [], 2, NOW)] == ["a"]
 
 
 def test_run_outcomes_are_counted_and_survive_the_jobs(store):
     for job_id in ("ok", "retry", "dead", "lost", "gone"):
         add(store, id=job_id, max_retries=0 if job_id == "dead" else 3)
     w = register(store, slots=5)
-    store.claim(w, [], 5, NOW)
+    claim(store, w, [], 5, NOW)
     store.cancel(["gone"], NOW)
-    store.finish(w, [ok("ok"), bad("retry"), bad("dead"), bad("gone")], NOW)
+    finish(store, w, [ok("ok"), bad("retry"), bad("dead"), bad("gone")], NOW)
     store.recover(w, store.worker_by_name("w1").seen, NOW)
     assert store.run_counts() == {"default": {"completed": 1, "failed": 1, "dead": 1, "cancelled": 1,
                                               "recovered": 1}}
@@ -525,9 +526,9 @@ def _finished(store, specs):
     for job_id, (queue, how) in specs.items():
         add(store, id=job_id, queue=queue, max_retries=0 if how == "dead" else 3)
     w = register(store, slots=len(specs))
-    store.claim(w, [], len(specs), NOW)
+    claim(store, w, [], len(specs), NOW)
     store.cancel([j for j, (_, how) in specs.items() if how == "cancel"], NOW)
-    store.finish(w, [ok(j) if how == "ok" else bad(j) for j, (_, how) in specs.items()], NOW)
+    finish(store, w, [ok(j) if how == "ok" else bad(j) for j, (_, how) in specs.items()], NOW)
 
 
 def test_purge_deletes_old_finished_jobs_only(store):

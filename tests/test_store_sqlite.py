@@ -13,6 +13,7 @@ from queuectl.schema import APPLICATION_ID, SCHEMA_VERSION
 from queuectl.store import Outcome, SqliteStore
 
 from test_store import A, NOW, _failed_once, _ready, add, register  # the shared suite's helpers
+from storeops import claim, finish
 
 
 def test_new_database_is_versioned_wal_and_marked(db):
@@ -50,7 +51,7 @@ def test_claim_and_has_work_read_the_ready_index_in_order(store):
     statements: list[str] = []
     store.conn.set_trace_callback(statements.append)  # SQL with its parameters filled in
     w = register(store)
-    store.claim(w, ["a"], 1, NOW)
+    claim(store, w, ["a"], 1, NOW)
     store.has_work([], NOW)
     store.conn.set_trace_callback(None)
     checked = [sql for sql in statements if "jobs_ready" in sql]
@@ -112,7 +113,7 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     conn.execute("INSERT INTO job_output (seq, stdout, stderr) VALUES (2, x'6869', x'')")
     conn.close()
     store = SqliteStore(db)
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     assert store.get_job("old").state == JobState.PENDING
     assert store.get_job("done", output=True).stdout == b"hi"  # the table rebuild kept its output
     assert store.counts() == {"default": {"pending": 1, "completed": 1}}
@@ -123,7 +124,7 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     assert store.worker_by_name("w1").draining_since == NOW
     assert store.worker_by_name("w1").heartbeat_mono == 7.0
     # A job scheduled before version 3 keeps its wall-clock due time (run_at 0: due).
-    assert [j.id for j in store.claim(w, [], 1, Instant(NOW, 7.0, A))] == ["old"]
+    assert [j.id for j in claim(store, w, [], 1, Instant(NOW, 7.0, A))] == ["old"]
 
 
 def test_reclaim_space_gives_freed_pages_back(store, db):
@@ -131,8 +132,8 @@ def test_reclaim_space_gives_freed_pages_back(store, db):
 
     add(store, id="big", command="true")
     w = register(store)
-    store.claim(w, [], 1, NOW)
-    store.finish(w, [Outcome("big", True, 0, None, os.urandom(4_000_000), b"")], NOW)
+    claim(store, w, [], 1, NOW)
+    finish(store, w, [Outcome("big", True, 0, None, os.urandom(4_000_000), b"")], NOW)
     store.reclaim_space()
     grown = os.path.getsize(db)
     assert store.purge({"completed": 0}, NOW + 1) == 1
@@ -147,8 +148,8 @@ def test_reclaim_leaves_a_small_share_of_free_pages_for_reuse(store, db):
     for i in range(4):
         add(store, id=f"j{i}")
     w = register(store, slots=4)
-    store.claim(w, [], 4, NOW)
-    store.finish(w, [Outcome(f"j{i}", True, 0, None, os.urandom(1_000_000), b"") for i in range(4)], NOW)
+    claim(store, w, [], 4, NOW)
+    finish(store, w, [Outcome(f"j{i}", True, 0, None, os.urandom(1_000_000), b"") for i in range(4)], NOW)
     store.purge({"completed": 0}, NOW + 1, limit=1)  # a quarter of the file freed, less than half
     assert store.reclaim_space(min_free=0.5) == 0
     assert os.path.getsize(db + "-wal") == 0  # the checkpoint ran all the same

@@ -18,6 +18,7 @@ from queuectl.models import JobState
 from queuectl.jobspec import parse_job
 from queuectl.store import SqliteStore
 from queuectl.worker import Worker
+from storeops import claim
 
 HEARTBEAT, STALE_AFTER = 0.2, 1.5
 
@@ -78,7 +79,7 @@ def peer_with_a_job(store, clock) -> int:
     now = Instant(store.clock(), clock(), procs.clock_domain())
     store.enqueue([parse_job('{"id": "b-job", "command": "true"}', now.wall)], now)
     peer, _ = store.register_worker(info, now)
-    assert [j.id for j in store.claim(peer, [], 1, now)] == ["b-job"]
+    assert [j.id for j in claim(store, peer, [], 1, now)] == ["b-job"]
     return peer
 
 

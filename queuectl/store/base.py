@@ -9,6 +9,7 @@ due times on the monotonic clock) hold on every backend.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from queuectl.backoff import backoff_delay
 from queuectl.clock import Instant
@@ -40,6 +41,8 @@ class Outcome:
     `ok` is True for exit status 0; `error` says why it failed otherwise; output is raw bytes.
     `ended_at` is when the job ended, in Unix seconds on the store's clock (its finished_at,
     also when the result is written later, after a database outage); None: when written.
+    `started_at` (Unix seconds, the store's clock) is given when the job's start was not yet
+    recorded (it started and ended between two exchanges): the record then counts its attempt.
     """
 
     job_id: str
@@ -49,6 +52,44 @@ class Outcome:
     stdout: bytes = b""
     stderr: bytes = b""
     ended_at: float | None = None
+    started_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Running:
+    """What the store learns of a job still running: its start and/or its process group.
+
+    `started_at` (Unix seconds, the store's clock): the job started then and its start is new
+    (the record counts its attempt); None: recorded before. `pgid` and `pgid_start` (the group
+    leader's start time, clock ticks since boot): its process group, None if not recorded now.
+    """
+
+    job_id: str
+    started_at: float | None = None
+    pgid: int | None = None
+    pgid_start: int | None = None
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """All a worker records and asks for in one exchange with the store: one transaction.
+
+    Applied in this order: `running` (new starts and process groups of jobs still running),
+    `ended` (Outcome of each job that ended), `requeue` (ids of running jobs stopped by a
+    forced stop: back to pending, their attempt given back), `release` (ids of jobs claimed
+    but never started: back to pending, or cancelled if a cancel was requested, with no attempt
+    counted), then a claim of up to `claim` ready jobs.
+    """
+
+    running: Sequence[Running] = ()
+    ended: Sequence[Outcome] = ()
+    requeue: Sequence[str] = ()
+    release: Sequence[str] = ()
+    claim: int = 0
+
+    def writes(self) -> bool:
+        """True if there is anything to record (not a claim alone)."""
+        return bool(self.running or self.ended or self.requeue or self.release)
 
 
 @dataclass(frozen=True)
@@ -79,8 +120,14 @@ class JobProcess:
     boot_id: str | None
     pid_ns: str | None = None
     queue: str = "default"
-    attempts: int = 0
+    attempts: int = 0  # attempts counted, this one included once its start is recorded
     uid: int | None = None  # its worker's effective uid
+    started: bool = True  # False: claimed and its start never recorded (its run would be attempt attempts + 1)
+
+    @property
+    def attempt(self) -> int:
+        """The attempt number its processes carry in QUEUECTL_ATTEMPT."""
+        return self.attempts if self.started else self.attempts + 1
 
 
 def due_on_monotonic(now: Instant, delay: float | None) -> tuple[str | None, float | None]:

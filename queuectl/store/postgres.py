@@ -372,10 +372,10 @@ class PostgresStore(SqlStore):
         return c.execute(
             f"WITH picked AS (SELECT seq FROM jobs WHERE {where} ORDER BY priority DESC, run_at, seq"
             f" LIMIT ? FOR UPDATE SKIP LOCKED)"
-            f" UPDATE jobs j SET state = 'processing', worker_id = ?, attempts = j.attempts + 1,"
-            f" started_at = ?, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
+            f" UPDATE jobs j SET state = 'processing', worker_id = ?,"
+            f" started_at = NULL, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
             f" FROM picked WHERE j.seq = picked.seq RETURNING {cols}",
-            (*params, limit, worker_id, now.wall, now.wall),
+            (*params, limit, worker_id, now.wall),
         ).fetchall()
 
     def _notify(self, c) -> None:

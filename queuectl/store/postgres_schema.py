@@ -135,6 +135,23 @@ ALTER FUNCTION jobs_count_insert() SET search_path = queuectl;
 ALTER FUNCTION jobs_count_delete() SET search_path = queuectl;
 ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
 """,
+    # As SQLite's step 5: a job given back unstarted (started_at NULL) made no run.
+    3: """
+CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql SET search_path = queuectl AS $$
+BEGIN
+    INSERT INTO job_count_deltas (queue, state, n)
+        SELECT queue, state, sum(n) FROM (
+            SELECT queue, state, 1 AS n FROM new_rows UNION ALL SELECT queue, state, -1 FROM old_rows) d
+        GROUP BY queue, state HAVING sum(n) <> 0;
+    INSERT INTO job_run_deltas (queue, outcome, n)
+        SELECT n.queue, CASE WHEN n.last_error = 'worker lost' THEN 'recovered'
+                             WHEN n.state = 'pending' THEN 'requeued' ELSE n.state END, count(*)
+        FROM old_rows o JOIN new_rows n ON n.seq = o.seq
+        WHERE o.state = 'processing' AND n.state <> 'processing' AND n.started_at IS NOT NULL
+        GROUP BY 1, 2;
+    RETURN NULL;
+END $$;
+""",
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

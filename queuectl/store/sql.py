@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 import time
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from queuectl import settings as settings_mod
 from queuectl.clock import STEP_TOLERANCE, Instant, instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
-from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, JobProcess, Outcome, WorkerGone,
+from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Exchange, JobProcess, Outcome, WorkerGone,
                                  after_failure, due_on_monotonic, schedule)
 
 _JOB_COLUMNS = (
@@ -189,39 +189,44 @@ class SqlStore:
 
     # -- worker side ------------------------------------------------------------------------
 
-    def claim(self, worker_id: int, queues: Sequence[str], limit: int, now: Instant | float) -> list[Job]:
-        """Atomically move up to `limit` ready jobs to processing for `worker_id`; return them.
-
-        Ready: pending or failed and due (see _DUE), in `queues` (empty: every queue).
-        Order: priority (higher first), then run_at, then enqueue order. Each claim counts
-        one attempt. Atomic (see each engine's _claim_rows), so two workers never claim
-        the same job. (`exchange` with nothing to finish.)
-        """
-        return self.exchange(worker_id, (), (), queues, limit, now)[1]
-
-    def exchange(self, worker_id: int, outcomes: Sequence[Outcome], requeue: Sequence[str],
-                 queues: Sequence[str], limit: int, now: Instant | float,
+    def exchange(self, worker_id: int, ex: Exchange, queues: Sequence[str], now: Instant | float,
                  config: dict[str, Any] | None = None) -> tuple[list[JobState | None], list[Job]]:
-        """Finish jobs, requeue jobs and claim new ones in one transaction (a worker's group commit).
+        """Record what `ex` says and claim up to `ex.claim` ready jobs, in one transaction (a worker's
+        exchange with the store; see Exchange for what is recorded, in which order).
 
-        Does what `finish`, `requeue` and `claim` do, in that order, with one commit instead
-        of three. `config` (the settings in force, as the worker last read them) spares a
-        read of the config table. Returns (the finished jobs' new states, the claimed jobs).
-        Raises WorkerGone, changing nothing, if it would claim for a worker no longer registered.
+        Ready: pending or failed and due (see _DUE), in `queues` (empty: every queue), of a
+        queue not paused. Claim order: priority (higher first), then run_at, then enqueue order.
+        A claimed job is processing for `worker_id` but counts no attempt until its start is
+        recorded (Running.started_at, or Outcome.started_at for a job that also ended). Claims
+        are atomic (see each engine's _claim_rows): two workers never claim the same job.
+
+        An ended job's success completes it; a failure schedules a retry (state failed, run_at =
+        now + backoff) while attempts <= max_retries, else moves it to dead (the DLQ); a job
+        whose cancel was requested is cancelled. A job this worker no longer owns is left alone.
+        `config` (the settings in force, as the worker last read them) spares a read of the
+        config table. Returns (the ended jobs' new states, None for a job not owned; the claimed
+        jobs). Raises WorkerGone, changing nothing, if the worker is no longer registered.
         """
         now = instant(now)
-        if not outcomes and not requeue and not self._any_ready(queues, now):
+        if not ex.writes() and (ex.claim <= 0 or not self._any_ready(queues, now)):
             return [], []  # an idle poll: a read, no write lock
         with self._write() as c:
             # The share lock makes a recovery of this worker wait for the commit, and then see the claims.
-            if limit > 0 and not c.execute(f"SELECT 1 FROM workers WHERE id = ?{self.FOR_SHARE}",
-                                           (worker_id,)).fetchone():
+            if not c.execute(f"SELECT 1 FROM workers WHERE id = ?{self.FOR_SHARE}", (worker_id,)).fetchone():
                 # Recovered while it waited for the lock: jobs claimed now would belong to nobody.
                 raise WorkerGone(f"worker #{worker_id} is no longer registered")
             config = config or self._settings(c)
-            states = [self._finish_one(c, worker_id, o, now, config) for o in outcomes]
-            self._requeue(c, worker_id, requeue, now)
-            jobs = self._claim(c, worker_id, queues, limit, now) if limit > 0 else []
+            if ex.running:
+                c.executemany(
+                    "UPDATE jobs SET attempts = attempts + ?, started_at = coalesce(?, started_at),"
+                    " pgid = coalesce(?, pgid), pgid_start = coalesce(?, pgid_start)"
+                    " WHERE id = ? AND worker_id = ? AND state = 'processing'",
+                    [(int(r.started_at is not None), r.started_at, r.pgid, r.pgid_start, r.job_id, worker_id)
+                     for r in ex.running])
+            states = self._finish(c, worker_id, ex.ended, now, config)
+            self._requeue(c, worker_id, ex.requeue, now)
+            self._release(c, worker_id, ex.release, now)
+            jobs = self._claim(c, worker_id, queues, ex.claim, now) if ex.claim > 0 else []
         return states, jobs
 
     def _claim(self, c, worker_id: int, queues: Sequence[str], limit: int, now: Instant) -> list[Job]:
@@ -251,73 +256,81 @@ class SqlStore:
         return self._exists_ready(*_queue_filter(f"{_READY} AND ({_DUE} OR state = 'failed') AND {_NOT_PAUSED}",
                                                  _due_params(instant(now)), queues))
 
-    def record_processes(self, worker_id: int, started: Iterable[tuple[str, int, int | None]]) -> None:
-        """Record each (job id, pgid, leader start time) of jobs this worker started, in one transaction."""
-        with self._write() as c:
-            c.executemany(
-                "UPDATE jobs SET pgid = ?, pgid_start = ? WHERE id = ? AND worker_id = ? AND state = 'processing'",
-                [(pgid, start, job_id, worker_id) for job_id, pgid, start in started],
-            )
-
-    def finish(self, worker_id: int, outcomes: Sequence[Outcome], now: Instant | float) -> list[JobState | None]:
-        """Record how jobs ended, in one transaction; return each job's new state.
-
-        A success completes the job. A failure schedules a retry (state failed, run_at =
-        now + backoff) while attempts <= max_retries, else moves the job to dead (the DLQ).
-        A job this worker no longer owns is left alone and its entry is None.
-        (`exchange` with nothing to claim.)
-        """
-        return self.exchange(worker_id, outcomes, (), (), 0, now)[0]
-
-    def _finish_one(self, c, worker_id, o: Outcome, now: Instant, config) -> JobState | None:
-        owned = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
-        ended_at = now.wall if o.ended_at is None else min(o.ended_at, now.wall)
-        ended = ("updated_at = ?, finished_at = ?, exit_code = ?, last_error = ?,"
-                 " worker_id = NULL, pgid = NULL, pgid_start = NULL")
-        if o.ok:  # one statement: a success needs nothing read first
-            state = JobState.COMPLETED
-            row = c.execute(f"UPDATE jobs SET state = 'completed', {ended} {owned} RETURNING seq, attempts",
-                            (now.wall, ended_at, o.exit_code, o.error, o.job_id, worker_id)).fetchone()
-        else:
-            row = c.execute(f"SELECT seq, attempts, max_retries, cancel_requested_at FROM jobs {owned}",
-                            (o.job_id, worker_id)).fetchone()
+    def _finish(self, c, worker_id: int, outcomes: Sequence[Outcome], now: Instant, config) -> list[JobState | None]:
+        """Record the ended jobs: successes in one batch of statements, failures one by one."""
+        states: dict[int, JobState | None] = {}
+        done = [(i, o) for i, o in enumerate(outcomes) if o.ok]
+        rows = self._update_returning(
+            c, "UPDATE jobs SET state = 'completed', attempts = attempts + ?, started_at = coalesce(?, started_at),"
+               f" {_ENDED} {_OWNED} RETURNING seq, attempts",
+            [(int(o.started_at is not None), o.started_at, *self._ended(o, now), o.job_id, worker_id) for _, o in done])
+        for (i, o), row in zip(done, rows):
+            states[i] = None if row is None else JobState.COMPLETED
             if row is not None:
-                state, schedule = after_failure(row["attempts"], row["max_retries"], now, config,
-                                                 row["cancel_requested_at"])
-                c.execute(f"UPDATE jobs SET state = ?, {_RESCHEDULE}, {ended} WHERE seq = ?",
-                          (state.value, *schedule, now.wall, ended_at, o.exit_code, o.error, row["seq"]))
+                self._keep_output(c, row, o)
+        for i, o in enumerate(outcomes):
+            if not o.ok:
+                states[i] = self._fail_one(c, worker_id, o, now, config)
+        return [states[i] for i in range(len(outcomes))]
+
+    def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:
+        """Run `sql` (an UPDATE ... RETURNING of at most one row) once per parameter tuple; return
+        each run's row or None. Engines that can send them together override this."""
+        return [c.execute(sql, params).fetchone() for params in rows]
+
+    @staticmethod
+    def _ended(o: Outcome, now: Instant) -> tuple:
+        """The values of _ENDED for outcome `o`."""
+        ended_at = now.wall if o.ended_at is None else min(o.ended_at, now.wall)
+        return now.wall, ended_at, o.exit_code, o.error
+
+    def _fail_one(self, c, worker_id: int, o: Outcome, now: Instant, config) -> JobState | None:
+        row = c.execute(f"SELECT seq, attempts, max_retries, cancel_requested_at FROM jobs {_OWNED}",
+                        (o.job_id, worker_id)).fetchone()
         if row is None:
             return None
+        attempts = row["attempts"] + int(o.started_at is not None)
+        state, schedule = after_failure(attempts, row["max_retries"], now, config, row["cancel_requested_at"])
+        c.execute(f"UPDATE jobs SET state = ?, attempts = ?, started_at = coalesce(?, started_at), {_RESCHEDULE},"
+                  f" {_ENDED} WHERE seq = ?",
+                  (state.value, attempts, o.started_at, *schedule, *self._ended(o, now), row["seq"]))
+        self._keep_output(c, {"seq": row["seq"], "attempts": attempts}, o)
+        return state
+
+    @staticmethod
+    def _keep_output(c, row, o: Outcome) -> None:
+        """Store the run's output; or delete an earlier attempt's, which must not pass for this one's."""
         if o.stdout or o.stderr:
             c.execute("INSERT INTO job_output (seq, stdout, stderr) VALUES (?, ?, ?) ON CONFLICT (seq)"
                       " DO UPDATE SET stdout = excluded.stdout, stderr = excluded.stderr",
                       (row["seq"], o.stdout, o.stderr))
-        elif row["attempts"] > 1:  # an earlier attempt's output must not pass for this one's
+        elif row["attempts"] > 1:
             c.execute("DELETE FROM job_output WHERE seq = ?", (row["seq"],))
-        return state
 
-    def requeue(self, worker_id: int, job_ids: Sequence[str], now: Instant | float) -> int:
-        """Put this worker's processing jobs back to pending without using an attempt; return how many.
+    @staticmethod
+    def _requeue(c, worker_id: int, job_ids: Sequence[str], now: Instant) -> None:
+        """Put running jobs (stopped by a forced stop) back to pending, their attempt given back.
 
         They keep the due time they were claimed by, so they are ready again at once (unless
         an absolute run_at lies ahead of a wall clock stepped back since).
         """
-        with self._write() as c:
-            return self._requeue(c, worker_id, job_ids, instant(now))
-
-    @staticmethod
-    def _requeue(c, worker_id: int, job_ids: Sequence[str], now: Instant) -> int:
-        return sum(
-            c.execute(
+        if job_ids:
+            c.executemany(
                 "UPDATE jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
                 " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
                 " worker_id = NULL, pgid = NULL, pgid_start = NULL,"
-                " started_at = NULL, updated_at = ?, finished_at = CASE WHEN cancel_requested_at IS NULL"
-                " THEN finished_at ELSE ? END WHERE id = ? AND worker_id = ? AND state = 'processing'",
-                (now.wall, now.wall, job_id, worker_id),
-            ).rowcount
-            for job_id in job_ids
-        )
+                " updated_at = ?, finished_at = CASE WHEN cancel_requested_at IS NULL"
+                f" THEN finished_at ELSE ? END {_OWNED}",
+                [(now.wall, now.wall, job_id, worker_id) for job_id in job_ids])
+
+    @staticmethod
+    def _release(c, worker_id: int, job_ids: Sequence[str], now: Instant) -> None:
+        """Give back claimed jobs that never started: pending again (cancelled if a cancel was requested),
+        no attempt counted, no run counted."""
+        if job_ids:
+            c.executemany(
+                f"UPDATE jobs SET {_RELEASED}, updated_at = ? {_OWNED} AND started_at IS NULL",
+                [(now.wall, now.wall, job_id, worker_id) for job_id in job_ids])
 
     # -- workers and recovery -----------------------------------------------------------------
 
@@ -406,12 +419,12 @@ class SqlStore:
         with self._errors():
             rows = self.c.execute(
                 "SELECT j.id, j.worker_id, j.pgid, j.pgid_start, j.queue, j.attempts, w.host, w.boot_id, w.pid_ns,"
-                f" w.uid FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id"
+                f" w.uid, j.started_at FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id"
                 f" WHERE j.state = 'processing' AND ({where})",
                 params,
             ).fetchall()
         return [JobProcess(r["id"], r["worker_id"], r["pgid"], r["pgid_start"], r["host"], r["boot_id"],
-                           r["pid_ns"], r["queue"], r["attempts"], r["uid"]) for r in rows]
+                           r["pid_ns"], r["queue"], r["attempts"], r["uid"], r["started_at"] is not None) for r in rows]
 
     def recover(self, worker_id: int | None, seen: tuple | None, now: Instant | float,
                 config: dict[str, Any] | None = None) -> list[tuple[str, JobState]]:
@@ -421,8 +434,10 @@ class SqlStore:
         (WorkerInfo.seen: its heartbeat count and time); inside the transaction the row
         must still show them, so a worker that beat since keeps its jobs (and a worker
         already recovered by another is left alone).
-        `worker_id` None recovers the jobs whose worker row is gone. Each job counts a
-        failed attempt, error "worker lost", and follows the retry/DLQ rule; the dead
+        `worker_id` None recovers the jobs whose worker row is gone. Each job whose start was
+        recorded counts a failed attempt, error "worker lost", and follows the retry/DLQ rule;
+        a job claimed and never recorded as started goes back to pending with no attempt
+        counted (cancelled, if a cancel was requested); the dead
         worker's registration is removed. `config`, the settings in force as the caller
         read them, spares reading them again.
         """
@@ -441,7 +456,8 @@ class SqlStore:
         config = config or self._settings(c)
         if worker_id is None:
             rows = c.execute(
-                "SELECT seq, id, attempts, max_retries, cancel_requested_at FROM jobs WHERE state = 'processing'"
+                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at FROM jobs"
+                " WHERE state = 'processing'"
                 f" AND (worker_id IS NULL OR worker_id NOT IN (SELECT id FROM workers)){self.FOR_UPDATE}"
             ).fetchall()
         else:
@@ -449,12 +465,17 @@ class SqlStore:
             # in flight (it holds a share lock on the row), whose jobs the next read then sees.
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
             rows = c.execute(
-                "SELECT seq, id, attempts, max_retries, cancel_requested_at FROM jobs"
+                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at FROM jobs"
                 f" WHERE state = 'processing' AND worker_id = ?{self.FOR_UPDATE}",
                 (worker_id,),
             ).fetchall()
         recovered = []
         for r in rows:
+            if r["started_at"] is None:  # claimed, never started (as far as the database knows): no attempt
+                c.execute(f"UPDATE jobs SET {_RELEASED}, updated_at = ? WHERE seq = ?", (now.wall, now.wall, r["seq"]))
+                recovered.append((r["id"], JobState.CANCELLED if r["cancel_requested_at"] is not None
+                                  else JobState.PENDING))
+                continue
             state, schedule = after_failure(r["attempts"], r["max_retries"], now, config, r["cancel_requested_at"])
             c.execute(
                 f"UPDATE jobs SET state = ?, {_RESCHEDULE}, updated_at = ?, finished_at = ?,"
@@ -747,6 +768,16 @@ def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str,
     return where, params
 
 
+#: A job of the calling worker (parameters: job id, worker id).
+_OWNED = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
+#: A job's end (parameters: Outcome values from SqlStore._ended).
+_ENDED = ("updated_at = ?, finished_at = ?, exit_code = ?, last_error = ?,"
+          " worker_id = NULL, pgid = NULL, pgid_start = NULL")
+#: A claimed job given back unstarted (parameter: finished_at for a cancelled one).
+_RELEASED = ("state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+             " finished_at = CASE WHEN cancel_requested_at IS NULL THEN finished_at ELSE ? END,"
+             " last_error = CASE WHEN cancel_requested_at IS NULL THEN last_error ELSE 'cancelled' END,"
+             " worker_id = NULL, pgid = NULL, pgid_start = NULL")
 #: Sets a job's due time from _schedule's four values (a dead job's run_at is kept).
 _RESCHEDULE = "run_at = coalesce(?, run_at), delay = ?, due_boot = ?, due_mono = ?"
 

@@ -163,11 +163,11 @@ class SqliteStore(SqlStore):
     def _claim_rows(self, c, worker_id: int, where: str, params: list, limit: int, now: Instant) -> list:
         # One UPDATE ... RETURNING: inside BEGIN IMMEDIATE no other writer can claim meanwhile.
         return c.execute(
-            f"UPDATE jobs SET state = 'processing', worker_id = ?, attempts = attempts + 1,"
-            f" started_at = ?, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
+            f"UPDATE jobs SET state = 'processing', worker_id = ?,"
+            f" started_at = NULL, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
             f" WHERE seq IN (SELECT seq FROM jobs {self.READY_INDEX} WHERE {where}"
             f" ORDER BY priority DESC, run_at, seq LIMIT ?) RETURNING {_JOB_COLUMNS}",
-            (worker_id, now.wall, now.wall, *params, limit),
+            (worker_id, now.wall, *params, limit),
         ).fetchall()
 
     def reclaim_space(self, max_pages: int | None = None, min_free: float = 0.0) -> int:
