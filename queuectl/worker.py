@@ -294,11 +294,15 @@ class Worker:
             finished, woken = self.runner.wait(wait)
             if woken:
                 self._woken(wake)
-            if finished:
-                wall, mono = self.clock(), self.monotonic()
-                for key, result in finished:
-                    self.ledger.ended.append((key, result, wall, mono))
-                    self._short = result.duration < HOLD
+            self.note_ended(finished)
+
+    def note_ended(self, finished, now: float | None = None) -> None:
+        """Take the runner's ended jobs ([(job id, RunResult)]) into the ledger, ended at monotonic `now`."""
+        if finished:
+            wall, mono = self.clock(), self.monotonic() if now is None else now
+            for key, result in finished:
+                self.ledger.ended.append((key, result, wall, mono))
+                self._short = result.duration < HOLD
 
     def tick(self, now: float | None = None) -> float | None:
         """Do what is due at monotonic time `now` (default: the monotonic clock now); return the seconds
@@ -326,6 +330,7 @@ class Worker:
             if stopping:
                 self._drain_begins()
             self._stop_cancelled(now)
+            self._release_held(now)
             claim = self._claim_wanted(now, stopping)
             if claim or now >= self.ledger.due(now, self._batching()):
                 self._exchange(now, claim)
@@ -435,7 +440,6 @@ class Worker:
 
         On a database error everything stays in the ledger for the next try.
         """
-        self._release_held(now)
         ex = self.ledger.batch(self.runner.running, now, claim)
         states, jobs = self.store.exchange(self.worker_id, ex, self.queues, self.now(), self.config)
         self.ledger.recorded(ex)

@@ -165,8 +165,8 @@ def test_job_process_identity_is_recorded():
 
 def test_a_job_whose_group_was_never_recorded_is_found_by_its_environment():
     from queuectl.runner import JobEnvironment
+    from queuectl.recovery import kill_local
     from queuectl.store import JobProcess
-    from queuectl.worker import Worker
 
     runner = Runner(100)
     try:
@@ -177,9 +177,11 @@ def test_a_job_whose_group_was_never_recorded_is_found_by_its_environment():
         assert procs.groups_with_env(b"QUEUECTL_JOB_ID=lost-") == set()  # whole entries only
         # Another attempt of the same job (a later rerun's view) is left alone.
         earlier = JobProcess("lost-1", 1, None, None, procs.hostname(), procs.boot_id(), attempts=1)
-        assert Worker._kill_local([earlier]) and runner.wait(0.3) == ([], False)
-        unrecorded = JobProcess("lost-1", 1, None, None, procs.hostname(), procs.boot_id(), attempts=2)
-        assert Worker._kill_local([unrecorded])  # what a recovery does for a job with no recorded group
+        assert kill_local([earlier]) and runner.wait(0.3) == ([], False)
+        # Claimed with one attempt counted, and started (attempt 2) before its start was recorded.
+        unrecorded = JobProcess("lost-1", 1, None, None, procs.hostname(), procs.boot_id(), attempts=1, started=False)
+        assert unrecorded.attempt == 2
+        assert kill_local([unrecorded])  # what a recovery does for a job with no recorded group
         done, _ = runner.wait(10)
         assert done[0][1].error.startswith("killed by signal 9")
         wait_for(lambda: not procs.group_alive(job.pgid, job.pgid_start), 5, message="the whole group to die")

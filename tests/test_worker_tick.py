@@ -1,0 +1,168 @@
+"""The worker's hot-path rules, driven one `tick` at a time in-process: a real SQLite store, real job
+processes, a monotonic clock the test moves (queuectl.worker's module docstring states the rules).
+
+A claim takes free slots only until a short job has ended; then also the reserve (up to
+PREFETCH_PER_SLOT x slots ahead), never more. An end waits at most RECORD_WITHIN while the
+worker batches, and is recorded at once otherwise. A claimed job held behind slots busy for HOLD
+seconds goes back to the queue. A stop gives back what has not started, with no attempt counted.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from queuectl import worker as worker_mod
+from queuectl.models import JobState
+from queuectl.store import SqliteStore
+from queuectl.worker import HOLD, PREFETCH_PER_SLOT, RECORD_WITHIN, Worker
+from test_store import add
+from test_worker import Clock, Notifier
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SqliteStore(str(tmp_path / "q.db"))
+    s.set_setting("poll-interval", "5")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+def make_worker(store, clock, slots=1):
+    w = Worker(store, "tick", slots=slots, monotonic=clock, clock=lambda: 1_000_000.0 + clock.t,
+               notifier=Notifier())
+    w.register()
+    return w
+
+
+@pytest.fixture
+def worker(store, clock):
+    w = make_worker(store, clock)
+    yield w
+    w.runner.stop_all(signal.SIGKILL)
+    while w.runner.running:
+        w.runner.wait(None)
+    w.runner.close()
+
+
+def end_one(w) -> None:
+    """Wait (really) for a running job to end, and give its end to the worker at the test clock's time."""
+    while True:
+        finished, _ = w.runner.wait(None)
+        if finished:
+            w.note_ended(finished)
+            return
+
+
+def state(store, job_id):
+    return store.get_job(job_id).state
+
+
+def held_by(store, worker) -> int:
+    return len(store.worker_jobs(worker.worker_id))
+
+
+def test_claims_take_free_slots_then_the_reserve_and_never_more(store, clock, worker):
+    for i in range(30):
+        add(store, id=f"j{i:02}")
+    worker.tick()
+    assert held_by(store, worker) == 1  # no job has ended yet: no claim ahead
+    most = 0
+    while worker.stats.done < 30:
+        end_one(worker)
+        clock.t += 0.001
+        worker.tick()
+        most = max(most, held_by(store, worker))
+        assert most <= worker.slots + PREFETCH_PER_SLOT * worker.slots
+    assert most == 1 + PREFETCH_PER_SLOT  # the reserve was used
+    assert {j.attempts for j in store.list_jobs(JobState.COMPLETED, limit=50)} == {1}
+
+
+def test_an_end_waits_at_most_record_within_while_batching_and_is_recorded_at_once_otherwise(store, clock, worker):
+    add(store, id="a")
+    add(store, id="b")
+    add(store, id="long", command="sleep 30")
+    worker.tick()  # claims a
+    end_one(worker)  # a was short: the next claim takes the reserve, and finds the queue empty after it
+    worker.tick()
+    assert state(store, "a") == JobState.COMPLETED
+    end_one(worker)  # b ended; long starts at the next tick and keeps the slot busy
+    wait = worker.tick()
+    assert state(store, "b") == JobState.PROCESSING and 0 < wait <= RECORD_WITHIN
+    clock.t += RECORD_WITHIN
+    worker.tick()
+    assert state(store, "b") == JobState.COMPLETED
+    worker._short = False  # a long job ran last: nothing to batch with
+    worker.runner.stop_all(signal.SIGKILL)
+    end_one(worker)
+    worker.tick()
+    assert state(store, "long") == JobState.FAILED  # recorded at once
+
+
+def test_a_reserve_held_behind_a_long_job_goes_back_within_hold(store, clock, worker):
+    add(store, id="short")
+    add(store, id="long", command="sleep 30")
+    for i in range(3):
+        add(store, id=f"next{i}")
+    worker.tick()
+    end_one(worker)
+    worker.tick()  # claims long + the three behind it; starts long
+    assert [state(store, f"next{i}") for i in range(3)] == [JobState.PROCESSING] * 3
+    wait = worker.tick()
+    assert wait <= HOLD
+    clock.t += HOLD + 1e-6
+    worker.tick()
+    for i in range(3):
+        job = store.get_job(f"next{i}")
+        assert (job.state, job.attempts, job.worker_id) == (JobState.PENDING, 0, None)
+    assert store.run_counts() == {"default": {"completed": 1}}
+    assert state(store, "long") == JobState.PROCESSING and store.get_job("long").attempts == 1
+
+
+def test_a_stop_gives_back_the_reserve_unstarted_and_drains_the_running_job(store, clock, worker):
+    for i in range(6):
+        add(store, id=f"j{i}")
+    worker.tick()
+    end_one(worker)
+    worker.tick()  # j0 recorded, j1 running, the reserve holds the rest
+    worker.request_stop(signal.SIGTERM)
+    worker.tick()
+    reserve = [f"j{i}" for i in range(2, 6)]
+    assert [(store.get_job(j).state, store.get_job(j).attempts) for j in reserve] == [(JobState.PENDING, 0)] * 4
+    end_one(worker)
+    assert worker.tick() is None and worker.exit_code == 0
+    assert state(store, "j1") == JobState.COMPLETED
+
+
+def test_no_claimed_job_starts_while_the_database_fails(store, clock, worker, monkeypatch):
+    for i in range(4):
+        add(store, id=f"j{i}")
+    worker.tick()
+    end_one(worker)
+    worker.tick()  # j1 running, j2 and j3 in the reserve
+    from queuectl.errors import DatabaseUnavailable
+
+    def down(*a, **k):
+        raise DatabaseUnavailable("the database is down")
+
+    monkeypatch.setattr(store, "exchange", down)
+    end_one(worker)  # j1 ends; its record fails
+    clock.t += 1
+    worker.tick()  # j2 starts (the failure is not known yet), the exchange fails
+    started = set(worker.runner.running)
+    end_one(worker)
+    for _ in range(3):
+        clock.t += worker_mod.DB_RETRY
+        worker.tick()
+    assert not worker.runner.running and started == {"j2"} and [j.id for j in worker.reserve] == ["j3"]
+    monkeypatch.undo()
+    clock.t += worker_mod.DB_RETRY
+    worker.tick()
+    assert state(store, "j1") == state(store, "j2") == JobState.COMPLETED
+    assert "j3" in worker.runner.running
