@@ -36,15 +36,22 @@ def test_a_start_recorded_with_its_end_counts_the_attempt_once(store):
     add(store, id="ok")
     add(store, id="retry", max_retries=1)
     add(store, id="dead", max_retries=0)
+    add(store, id="ok2")
+    add(store, id="theirs")
     w = register(store)
-    store.exchange(w, Exchange(claim=3), [], NOW)
+    store.exchange(w, Exchange(claim=4), [], NOW)
+    store.exchange(register(store, "w2"), Exchange(claim=1), [], NOW)
     states, _ = store.exchange(w, Exchange(ended=[
-        Outcome("ok", True, 0, None, started_at=NOW + 1, ended_at=NOW + 2),
+        Outcome("ok", True, 0, None, b"out", started_at=NOW + 1, ended_at=NOW + 2),
+        Outcome("theirs", True, 0, None, started_at=NOW + 1),  # not this worker's: left alone
         Outcome("retry", False, 1, "exit code 1", started_at=NOW + 1),
+        Outcome("ok2", True, 0, None, started_at=NOW + 1),
         Outcome("dead", False, 1, "exit code 1", started_at=NOW + 1)]), [], NOW + 3)
-    assert states == [JobState.COMPLETED, JobState.FAILED, JobState.DEAD]
-    assert [(j.attempts, j.started_at) for j in map(store.get_job, ("ok", "retry", "dead"))] == [(1, NOW + 1)] * 3
-    assert runs(store) == {"completed": 1, "failed": 1, "dead": 1}
+    assert states == [JobState.COMPLETED, None, JobState.FAILED, JobState.COMPLETED, JobState.DEAD]
+    assert [(j.attempts, j.started_at) for j in map(store.get_job, ("ok", "retry", "dead", "ok2"))] == [
+        (1, NOW + 1)] * 4
+    assert (store.get_job("theirs").state, store.get_job("ok", output=True).stdout) == (JobState.PROCESSING, b"out")
+    assert runs(store) == {"completed": 2, "failed": 1, "dead": 1}
 
 
 def test_a_job_given_back_unstarted_is_ready_again_with_no_attempt_and_no_run(store):

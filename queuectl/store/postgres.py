@@ -378,6 +378,19 @@ class PostgresStore(SqlStore):
             (*params, limit, worker_id, now.wall),
         ).fetchall()
 
+    def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:
+        """SqlStore._update_returning in one round trip: psycopg's executemany pipelines the statements."""
+        if len(rows) < 2:
+            return super()._update_returning(c, sql, rows)
+        out = []
+        with c.conn.cursor() as cur:
+            cur.executemany(c._sql(sql), rows, returning=True)
+            while True:
+                out.append(cur.fetchone())
+                if not cur.nextset():
+                    break
+        return out
+
     def _notify(self, c) -> None:
         c.execute(f"NOTIFY {CHANNEL}")  # delivered at commit; one per transaction, however many rows
 
