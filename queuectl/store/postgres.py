@@ -34,11 +34,13 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from queuectl import settings as settings_mod
-from queuectl.clock import Instant
+from queuectl.clock import Instant, instant
 from queuectl.dburi import redact, uri_error
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
-from queuectl.store.sql import _JOB_COLUMNS, SqlStore
+from queuectl.models import Job, JobState
+from queuectl.store.base import WorkerGone
+from queuectl.store.sql import _JOB_COLUMNS, _RELEASED, SqlStore
 
 try:
     import psycopg
@@ -377,6 +379,68 @@ class PostgresStore(SqlStore):
             f" FROM picked WHERE j.seq = picked.seq RETURNING {cols}",
             (*params, limit, worker_id, now.wall),
         ).fetchall()
+
+    def exchange(self, worker_id, ex, queues, now, config=None):
+        """SqlStore.exchange; when every ended job succeeded and none is requeued (the hot path), in one
+        statement: one round trip, its own transaction (data-modifying CTEs, each guarded by the
+        worker's share-locked row, so that a worker no longer registered changes nothing)."""
+        if ex.requeue or any(not o.ok for o in ex.ended) or not (ex.writes() or ex.claim > 0):
+            return super().exchange(worker_id, ex, queues, now, config)
+        now = instant(now)
+        if not ex.writes() and not self._any_ready(queues, now):
+            return [], []  # an idle poll: a read, no row lock
+        ended_ids = {o.job_id for o in ex.ended}
+        # A row may change once per statement: a start recorded now wins over a release, an end over both.
+        running = [r for r in ex.running if r.job_id not in ended_ids]
+        release = [j for j in ex.release if j not in ended_ids and j not in {r.job_id for r in running}]
+        where, params = self._ready_filter(queues, now)
+        cols = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
+        sql = (
+            f"WITH w AS (SELECT id FROM workers WHERE id = ?{self.FOR_SHARE}),"
+            " run AS (UPDATE jobs j SET attempts = j.attempts + u.inc, started_at = coalesce(u.started_at, j.started_at),"
+            " pgid = coalesce(u.pgid, j.pgid), pgid_start = coalesce(u.pgid_start, j.pgid_start)"
+            " FROM w, unnest(?::text[], ?::int[], ?::float8[], ?::int[], ?::bigint[]) AS u(id, inc, started_at, pgid,"
+            " pgid_start) WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing' RETURNING j.seq),"
+            " ok AS (UPDATE jobs j SET state = 'completed', attempts = j.attempts + u.inc,"
+            " started_at = coalesce(u.started_at, j.started_at), updated_at = ?, finished_at = least(u.ended_at, ?),"
+            " exit_code = u.exit_code, last_error = NULL, worker_id = NULL, pgid = NULL, pgid_start = NULL"
+            " FROM w, unnest(?::text[], ?::int[], ?::float8[], ?::float8[], ?::int[], ?::bytea[], ?::bytea[])"
+            " AS u(id, inc, started_at, ended_at, exit_code, stdout, stderr)"
+            " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing'"
+            " RETURNING j.id, j.seq, j.attempts, u.stdout, u.stderr),"
+            " outs AS (INSERT INTO job_output (seq, stdout, stderr) SELECT seq, stdout, stderr FROM ok"
+            " WHERE length(stdout) > 0 OR length(stderr) > 0"
+            " ON CONFLICT (seq) DO UPDATE SET stdout = excluded.stdout, stderr = excluded.stderr),"
+            " clear AS (DELETE FROM job_output WHERE seq IN (SELECT seq FROM ok WHERE attempts > 1"
+            " AND length(stdout) = 0 AND length(stderr) = 0)),"
+            f" rel AS (UPDATE jobs j SET {_RELEASED}, updated_at = ?"
+            " FROM w WHERE j.id = ANY(?::text[]) AND j.worker_id = w.id AND j.state = 'processing'"
+            " AND j.started_at IS NULL),"
+            f" picked AS (SELECT seq FROM jobs WHERE {where} AND EXISTS (SELECT 1 FROM w)"
+            " ORDER BY priority DESC, run_at, seq LIMIT ? FOR UPDATE SKIP LOCKED),"
+            " claimed AS (UPDATE jobs j SET state = 'processing', worker_id = ?, started_at = NULL, updated_at = ?,"
+            f" finished_at = NULL, exit_code = NULL, pgid = NULL FROM picked WHERE j.seq = picked.seq RETURNING {cols})"
+            " SELECT (SELECT count(*) FROM w) AS alive, (SELECT array_agg(id) FROM ok) AS completed, c.*"
+            " FROM (SELECT 1) AS one LEFT JOIN claimed c ON true")
+        ended = ex.ended
+        values = (
+            worker_id,
+            [r.job_id for r in running], [int(r.started_at is not None) for r in running],
+            [r.started_at for r in running], [r.pgid for r in running], [r.pgid_start for r in running],
+            now.wall, now.wall,
+            [o.job_id for o in ended], [int(o.started_at is not None) for o in ended], [o.started_at for o in ended],
+            [now.wall if o.ended_at is None else o.ended_at for o in ended], [o.exit_code for o in ended],
+            [o.stdout or b"" for o in ended], [o.stderr or b"" for o in ended],
+            now.wall, now.wall, release,
+            *params, max(ex.claim, 0), worker_id, now.wall)
+        with self._errors():
+            rows = self.c.execute(sql, values).fetchall()
+        if not rows[0]["alive"]:
+            raise WorkerGone(f"worker #{worker_id} is no longer registered")
+        completed = set(rows[0]["completed"] or ())
+        jobs = [Job.from_row(r) for r in rows if r["seq"] is not None]
+        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.seq))
+        return [JobState.COMPLETED if o.job_id in completed else None for o in ended], jobs
 
     def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:
         """SqlStore._update_returning in one round trip: psycopg's executemany pipelines the statements."""
