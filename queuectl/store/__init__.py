@@ -12,15 +12,13 @@ from queuectl.dburi import is_uri, near_miss
 from queuectl.errors import InvalidInput
 from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Exchange, JobProcess, Outcome, Running,
                                  WorkerGone)
+from queuectl.store.interface import Store
 from queuectl.store.sql import SqlStore
 from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, default_db_path
 
-#: What the worker and the CLI are given: either engine, one interface.
-Store = SqlStore
-
 
 def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,
-               session: bool = False) -> SqlStore:
+               session: bool = False) -> Store:
     """Open the queue at `target`: a PostgreSQL URI (postgresql://, postgres://) or a SQLite file path.
 
     `session`: the caller is a worker, which keeps session state on PostgreSQL (LISTEN, prepared

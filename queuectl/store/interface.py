@@ -1,0 +1,145 @@
+"""The store's interface: what the worker and the command line may call, on either engine.
+
+Both engines (queuectl.store.sqlite, queuectl.store.postgres, sharing queuectl.store.sql)
+implement all of it, and their docstrings give each rule in full. Times passed in (`now`)
+are queuectl.clock.Instant readings from `now()` (or bare Unix seconds, which schedule on
+the wall clock alone); every call may raise DatabaseUnavailable (the database cannot be
+reached, is locked for the whole busy timeout, or its disk is full) or DatabaseError.
+Anything else a SqlStore has is the engines' own (tests reach it as `store.c`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+from queuectl.clock import Instant
+from queuectl.jobspec import NewJob
+from queuectl.models import Job, JobState, WorkerInfo
+from queuectl.store.base import CancelResult, Exchange, JobProcess
+
+
+class Store(Protocol):
+    """A queue in one database. Methods are grouped by who calls them."""
+
+    # -- both ------------------------------------------------------------------------------
+
+    def clock(self) -> float:
+        """The wall clock the database's times are on, Unix seconds (the server's on PostgreSQL)."""
+
+    def now(self) -> Instant:
+        """The store's clock and this process's monotonic clock, read together: the `now` to pass in."""
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting in force, by canonical key (queuectl.settings); raises InvalidConfig for a bad stored one."""
+
+    def describe(self) -> str:
+        """The database as it may be shown to a user (never a password)."""
+
+    def close(self) -> None:
+        """Close the connections."""
+
+    # -- commands --------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], now: Instant | float) -> list[str]:
+        """Insert jobs all or none and wake the workers; return their ids. Raises DuplicateJob."""
+
+    def get_job(self, job_id: str, output: bool = False) -> Job:
+        """One job (with its last run's output if `output`); raises NotFound."""
+
+    def list_jobs(self, state: JobState | None = None, queue: str | None = None, limit: int = 100) -> list[Job]:
+        """Up to `limit` jobs, newest first."""
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """{queue: {state: jobs}}, zero counts left out."""
+
+    def run_counts(self) -> dict[str, dict[str, int]]:
+        """{queue: {outcome: runs that ended so}} (retention does not lower them)."""
+
+    def oldest_ready(self, now: Instant | float) -> dict[str, float]:
+        """{queue: seconds its oldest ready job has waited since it was due}."""
+
+    def workers(self) -> list[WorkerInfo]:
+        """The registered workers, by name, each with the ids of the jobs it holds."""
+
+    def set_setting(self, key: str, raw: Any) -> Any:
+        """Validate and store one setting; return its typed value. Raises InvalidInput."""
+
+    def cancel(self, job_ids: Sequence[str], now: Instant | float) -> list[CancelResult]:
+        """Cancel jobs by id (a processing job's worker is asked to stop it); what happened to each."""
+
+    def cancel_matching(self, queue: str | None, states: Sequence[JobState],
+                        now: Instant | float) -> list[CancelResult]:
+        """Cancel every job of `states` in `queue` (None: every queue)."""
+
+    def retry(self, job_ids: Sequence[str], now: Instant | float,
+              states: Sequence[JobState] = (JobState.DEAD, JobState.CANCELLED)) -> None:
+        """Move dead or cancelled jobs back to pending, all or none; raises NotFound or Conflict."""
+
+    def dlq_retry(self, job_ids: Sequence[str], now: Instant | float) -> None:
+        """`retry` for dead jobs alone (the dead letter queue)."""
+
+    def set_paused(self, queues: Sequence[str], paused: bool, now: Instant | float) -> list[bool]:
+        """Pause or resume queues; for each, whether it changed."""
+
+    def paused_queues(self) -> dict[str, float]:
+        """{queue: paused since, Unix seconds}."""
+
+    def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
+              limit: int = ...) -> int:
+        """Delete up to `limit` finished jobs older than their state's age (seconds); return how many."""
+
+    def count_purgeable(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None) -> int:
+        """How many jobs `purge` would delete in all."""
+
+    def compact(self) -> str | None:
+        """Give all free space back now (SQLite; nothing on PostgreSQL); a note for the user, or None."""
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def register_worker(self, info: dict[str, Any], now: Instant | float, replace: int | None = None,
+                        config: dict[str, Any] | None = None,
+                        replace_seen: tuple | None = None) -> tuple[int, list[tuple[str, JobState]]]:
+        """Register a worker incarnation (recovering a dead predecessor's jobs); (its id, recovered jobs)."""
+
+    def heartbeat(self, worker_id: int, now: Instant | float) -> bool:
+        """Record a heartbeat; False if the registration is gone (the worker was declared dead)."""
+
+    def mark_draining(self, worker_id: int, now: Instant | float) -> None:
+        """Record that the worker drains."""
+
+    def deregister(self, worker_id: int) -> None:
+        """Remove the registration (a clean stop)."""
+
+    def exchange(self, worker_id: int, ex: Exchange, queues: Sequence[str], now: Instant | float,
+                 config: dict[str, Any] | None = None) -> tuple[list[JobState | None], list[Job]]:
+        """Record `ex` and claim up to `ex.claim` jobs in one transaction: (ended jobs' states, claimed jobs).
+        Raises WorkerGone."""
+
+    def cancel_requests(self, worker_id: int) -> list[str]:
+        """Ids of the worker's jobs whose cancel was requested."""
+
+    def has_work(self, queues: Sequence[str], now: Instant | float) -> bool:
+        """True if a job of `queues` is ready or waits for a retry (for --burst)."""
+
+    def worker_by_name(self, name: str) -> WorkerInfo | None:
+        """The registered worker called `name`."""
+
+    def worker_jobs(self, worker_id: int) -> list[JobProcess]:
+        """The jobs a worker holds, with where they run (for recovery)."""
+
+    def orphaned_jobs(self) -> list[JobProcess]:
+        """Processing jobs whose worker's registration is gone."""
+
+    def recover(self, worker_id: int | None, seen: tuple | None, now: Instant | float,
+                config: dict[str, Any] | None = None) -> list[tuple[str, JobState]]:
+        """Give back a lost worker's jobs, if it did not beat since `seen`; [(job id, new state)]."""
+
+    def take_lease(self, name: str, holder: int, now: Instant | float, ttl: float) -> bool:
+        """Take or renew a lease for `ttl` seconds (work one worker at a time does); False if another holds it."""
+
+    def maintain(self, worker_id: int) -> None:
+        """Housekeeping at each heartbeat (PostgreSQL folds its counters; nothing on SQLite)."""
+
+    def wakeup_source(self):
+        """The worker's source of wake-ups from other hosts (fileno, take, broken), or None (SQLite:
+        queuectl.wake's datagrams). Raises InvalidConfig behind a pooler that cannot carry them."""
