@@ -10,7 +10,6 @@ clock domain: one kernel boot, named by its boot id (see queuectl.procs.clock_do
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 #: Seconds by which two wall-clock readings may disagree before queuectl takes it for a step.
@@ -28,13 +27,6 @@ class Instant:
     wall: float
     mono: float | None = None
     domain: str | None = None
-
-
-def now() -> Instant:
-    """Read the wall and monotonic clocks of this process (its clock domain included)."""
-    from queuectl.procs import clock_domain
-
-    return Instant(time.time(), time.monotonic(), clock_domain())
 
 
 def instant(when: "Instant | float") -> Instant:

@@ -29,7 +29,9 @@ class NewJob:
     """A validated job ready to insert. `run_at` is Unix seconds, `timeout` seconds or None.
 
     `delay` is the relative wait (seconds) that set run_at: the job's `delay`, or 0 when it
-    gave no time; None when run_at was given as an absolute time, which stays absolute.
+    gave no time; None when run_at was given as an absolute time, which stays absolute. A
+    relative job's run_at is the parse's estimate (it checks the time falls in years 1-9999):
+    the store sets it again from its own clock when it inserts the job (Store.enqueue).
     """
 
     id: str

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
-from queuectl import clock
 from queuectl.cli.common import (json_option, note_truncation, pass_app, print_json, print_table,
                                   settings_for_reports)
 from queuectl.errors import Conflict, InvalidInput
@@ -37,11 +37,12 @@ def enqueue(app, job, file):
     """
     if (job is None) == (file is None):
         raise InvalidInput("give one JSON job or --file FILE")
-    now = clock.now()
+    # Validation only: the store sets each relative job's run_at from its own clock (store.now()).
+    checked_at = time.time()
     if file is None:
-        jobs, lines = [parse_job(job, now.wall)], None
+        jobs, lines = [parse_job(job, checked_at)], None
     else:
-        jobs, lines = _read_jobs(file, now.wall)
+        jobs, lines = _read_jobs(file, checked_at)
     store = app.store()
     try:
         ids = store.enqueue(jobs, store.now())
