@@ -6,6 +6,7 @@ import pytest
 
 from queuectl.models import JobState
 from queuectl.store import Exchange, Outcome, Running, WorkerGone
+from queuectl.store.sql import LOST_UNSTARTED
 from test_store import NOW, add, register
 
 
@@ -92,8 +93,19 @@ def test_recovery_gives_back_unstarted_jobs_without_an_attempt_and_fails_started
     assert dict(store.recover(dead, seen, NOW + 100)) == {
         "started": JobState.FAILED, "unstarted": JobState.PENDING, "unstarted-cancelled": JobState.CANCELLED}
     assert [(j.attempts, j.last_error) for j in map(store.get_job, ("started", "unstarted"))] == [
-        (1, "worker lost"), (0, None)]
+        (1, "worker lost"), (0, LOST_UNSTARTED)]
     assert runs(store) == {"recovered": 1}
+
+
+def test_a_job_whose_worker_is_lost_before_its_start_is_recorded_counts_the_second_loss_in_a_row(store):
+    """So a job that kills its worker at once still ends in the dead letter queue."""
+    add(store, id="poison", max_retries=0)
+    for n, (state, attempts) in enumerate([(JobState.PENDING, 0), (JobState.DEAD, 1)]):
+        w = register(store, f"w{n}")
+        assert [j.id for j in store.exchange(w, Exchange(claim=1), [], NOW)[1]] == ["poison"]
+        assert dict(store.recover(w, store.worker_by_name(f"w{n}").seen, NOW + 100)) == {"poison": state}
+        assert store.get_job("poison").attempts == attempts
+    assert store.get_job("poison").last_error == "worker lost" and runs(store) == {"recovered": 1}
 
 
 def test_one_exchange_is_one_transaction_and_a_worker_gone_changes_nothing(store):

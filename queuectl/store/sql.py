@@ -437,7 +437,8 @@ class SqlStore:
         `worker_id` None recovers the jobs whose worker row is gone. Each job whose start was
         recorded counts a failed attempt, error "worker lost", and follows the retry/DLQ rule;
         a job claimed and never recorded as started goes back to pending with no attempt
-        counted (cancelled, if a cancel was requested); the dead
+        counted (cancelled, if a cancel was requested), error LOST_UNSTARTED, unless its last
+        loss was such a one: then it counts the attempt as a started job does; the dead
         worker's registration is removed. `config`, the settings in force as the caller
         read them, spares reading them again.
         """
@@ -456,7 +457,7 @@ class SqlStore:
         config = config or self._settings(c)
         if worker_id is None:
             rows = c.execute(
-                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at FROM jobs"
+                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at, last_error FROM jobs"
                 " WHERE state = 'processing'"
                 f" AND (worker_id IS NULL OR worker_id NOT IN (SELECT id FROM workers)){self.FOR_UPDATE}"
             ).fetchall()
@@ -465,23 +466,29 @@ class SqlStore:
             # in flight (it holds a share lock on the row), whose jobs the next read then sees.
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
             rows = c.execute(
-                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at FROM jobs"
+                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at, last_error FROM jobs"
                 f" WHERE state = 'processing' AND worker_id = ?{self.FOR_UPDATE}",
                 (worker_id,),
             ).fetchall()
         recovered = []
         for r in rows:
-            if r["started_at"] is None:  # claimed, never started (as far as the database knows): no attempt
+            unstarted = r["started_at"] is None  # claimed, and no start recorded (it may have run)
+            if unstarted and r["cancel_requested_at"] is not None:
                 c.execute(f"UPDATE jobs SET {_RELEASED}, updated_at = ? WHERE seq = ?", (now.wall, now.wall, r["seq"]))
-                recovered.append((r["id"], JobState.CANCELLED if r["cancel_requested_at"] is not None
-                                  else JobState.PENDING))
+                recovered.append((r["id"], JobState.CANCELLED))
                 continue
-            state, schedule = after_failure(r["attempts"], r["max_retries"], now, config, r["cancel_requested_at"])
+            if unstarted and r["last_error"] != LOST_UNSTARTED:  # given back with no attempt, once in a row
+                c.execute("UPDATE jobs SET state = 'pending', last_error = ?, updated_at = ?, worker_id = NULL,"
+                          " pgid = NULL, pgid_start = NULL WHERE seq = ?", (LOST_UNSTARTED, now.wall, r["seq"]))
+                recovered.append((r["id"], JobState.PENDING))
+                continue
+            attempts = r["attempts"] + unstarted  # lost unstarted a second time in a row: it counts
+            state, schedule = after_failure(attempts, r["max_retries"], now, config, r["cancel_requested_at"])
             c.execute(
-                f"UPDATE jobs SET state = ?, {_RESCHEDULE}, updated_at = ?, finished_at = ?,"
-                " exit_code = NULL, last_error = ?, worker_id = NULL, pgid = NULL, pgid_start = NULL"
-                " WHERE seq = ?",
-                (state.value, *schedule, now.wall, now.wall,
+                f"UPDATE jobs SET state = ?, attempts = ?, started_at = coalesce(started_at, ?), {_RESCHEDULE},"
+                " updated_at = ?, finished_at = ?, exit_code = NULL, last_error = ?, worker_id = NULL, pgid = NULL,"
+                " pgid_start = NULL WHERE seq = ?",
+                (state.value, attempts, now.wall, *schedule, now.wall, now.wall,
                  "cancelled; worker lost" if state == JobState.CANCELLED else "worker lost", r["seq"]),
             )
             recovered.append((r["id"], state))
@@ -768,6 +775,10 @@ def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str,
     return where, params
 
 
+#: The last_error of a job given back by a recovery with no attempt counted: its worker was lost
+#: before the job's start was recorded. A job lost so twice in a row counts the attempt the
+#: second time, so that a job that kills its worker at once still ends in the dead letter queue.
+LOST_UNSTARTED = "worker lost before the job's start was recorded"
 #: A job of the calling worker (parameters: job id, worker id).
 _OWNED = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
 #: A job's end (parameters: Outcome values from SqlStore._ended).
