@@ -19,6 +19,23 @@ SCHEMA = "queuectl"
 TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
           "workers", "config", "queues", "leases")
 
+#: The body of the jobs table's update trigger (counts by state, and runs by outcome of the rows that
+#: leave processing, RUNS_FILTER narrowing those), shared by the steps that create and replace it.
+_COUNT_UPDATE = """
+BEGIN
+    INSERT INTO job_count_deltas (queue, state, n)
+        SELECT queue, state, sum(n) FROM (
+            SELECT queue, state, 1 AS n FROM new_rows UNION ALL SELECT queue, state, -1 FROM old_rows) d
+        GROUP BY queue, state HAVING sum(n) <> 0;
+    INSERT INTO job_run_deltas (queue, outcome, n)
+        SELECT n.queue, CASE WHEN n.last_error = 'worker lost' THEN 'recovered'
+                             WHEN n.state = 'pending' THEN 'requeued' ELSE n.state END, count(*)
+        FROM old_rows o JOIN new_rows n ON n.seq = o.seq
+        WHERE o.state = 'processing' AND n.state <> 'processing'RUNS_FILTER
+        GROUP BY 1, 2;
+    RETURN NULL;
+END $$;"""
+
 #: MIGRATIONS[n] takes the schema from version n-1 to n. Append; never edit a released step.
 #: Each runs in one transaction whose search_path is the schema alone (SET LOCAL), so its bare
 #: names land there whatever the connection's own search_path is.
@@ -86,20 +103,7 @@ CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs REFERENCING OLD TABLE AS o
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_count_delete();
 
 -- How runs ended, by queue (as SQLite's jobs_count_runs): a processing job that leaves processing.
-CREATE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO job_count_deltas (queue, state, n)
-        SELECT queue, state, sum(n) FROM (
-            SELECT queue, state, 1 AS n FROM new_rows UNION ALL SELECT queue, state, -1 FROM old_rows) d
-        GROUP BY queue, state HAVING sum(n) <> 0;
-    INSERT INTO job_run_deltas (queue, outcome, n)
-        SELECT n.queue, CASE WHEN n.last_error = 'worker lost' THEN 'recovered'
-                             WHEN n.state = 'pending' THEN 'requeued' ELSE n.state END, count(*)
-        FROM old_rows o JOIN new_rows n ON n.seq = o.seq
-        WHERE o.state = 'processing' AND n.state <> 'processing'
-        GROUP BY 1, 2;
-    RETURN NULL;
-END $$;
+CREATE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql AS $$""" + _COUNT_UPDATE.replace("RUNS_FILTER", "") + """
 CREATE TRIGGER jobs_count_update AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_count_update();
 
@@ -136,22 +140,8 @@ ALTER FUNCTION jobs_count_delete() SET search_path = queuectl;
 ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
 """,
     # As SQLite's step 5: a job given back unstarted (started_at NULL) made no run.
-    3: """
-CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql SET search_path = queuectl AS $$
-BEGIN
-    INSERT INTO job_count_deltas (queue, state, n)
-        SELECT queue, state, sum(n) FROM (
-            SELECT queue, state, 1 AS n FROM new_rows UNION ALL SELECT queue, state, -1 FROM old_rows) d
-        GROUP BY queue, state HAVING sum(n) <> 0;
-    INSERT INTO job_run_deltas (queue, outcome, n)
-        SELECT n.queue, CASE WHEN n.last_error = 'worker lost' THEN 'recovered'
-                             WHEN n.state = 'pending' THEN 'requeued' ELSE n.state END, count(*)
-        FROM old_rows o JOIN new_rows n ON n.seq = o.seq
-        WHERE o.state = 'processing' AND n.state <> 'processing' AND n.started_at IS NOT NULL
-        GROUP BY 1, 2;
-    RETURN NULL;
-END $$;
-""",
+    3: "CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql"
+       " SET search_path = queuectl AS $$" + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)
