@@ -1,5 +1,6 @@
 """What only the SQLite store has: the file, its pragmas, locks, migrations from older schemas, space reclaim."""
 
+import os
 import sqlite3
 import threading
 import time
@@ -153,3 +154,103 @@ def test_reclaim_leaves_a_small_share_of_free_pages_for_reuse(store, db):
     assert store.reclaim_space(min_free=0.5) == 0
     assert os.path.getsize(db + "-wal") == 0  # the checkpoint ran all the same
     assert store.reclaim_space(min_free=0.1) > 200
+
+
+# -- wake-ups after commit ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def local_worker(store):
+    """A wake-up socket (queuectl.wake) registered as a worker of this host and boot, as a real worker's is."""
+    from queuectl import procs, wake
+
+    sock = wake.listen(os.getpid())
+    assert sock is not None
+    register(store, name="local", host=procs.hostname(), boot_id=procs.boot_id(), pid=os.getpid())
+    yield sock
+    sock.close()
+
+
+def _pokes(sock) -> int:
+    """How many wake-ups wait on `sock` (consumed)."""
+    n = 0
+    while True:
+        try:
+            sock.recv(16)
+        except BlockingIOError:
+            return n
+        n += 1
+
+
+def test_writes_that_make_work_wake_this_hosts_workers_once_committed(store, db, local_worker, monkeypatch):
+    from queuectl import wake
+
+    seen, real = [], wake.poke
+
+    def poke(pids):  # what another process sees when the wake-up is sent
+        with SqliteStore(db) as other:
+            seen.append({j.id: j.state.value for j in other.list_jobs()})
+        return real(pids)
+
+    monkeypatch.setattr(wake, "poke", poke)
+    add(store, id="run", max_retries=0)
+    assert (_pokes(local_worker), seen) == (1, [{"run": "pending"}])  # committed before the poke
+    w = register(store)
+    store.claim(w, [], 1, NOW)
+    store.finish(w, [Outcome("run", False, 1, "exit code 1", b"", b"")], NOW)  # dead
+    add(store, id="later", delay=3600)
+    assert _pokes(local_worker) == 1
+    store.set_paused(["q"], True, NOW)
+    store.cancel(["later"], NOW)  # pending: cancelled at once, no worker has anything to do
+    assert _pokes(local_worker) == 0
+    for write in (lambda: store.dlq_retry(["run"], NOW), lambda: store.retry(["later"], NOW),
+                  lambda: store.set_paused(["q"], False, NOW)):
+        write()
+        assert _pokes(local_worker) == 1
+    store.set_paused(["q"], False, NOW)  # not paused: nothing changed
+    store.claim(w, [], 1, NOW)
+    assert _pokes(local_worker) == 0
+    assert store.cancel(["run"], NOW)[0].result == "requested"  # processing: its worker stops it when woken
+    assert _pokes(local_worker) == 1 and len(seen) == 6  # one wake-up per write that made work
+
+
+class _FailingCommit:
+    """A connection whose COMMIT fails (as on an I/O error) and whose other statements run."""
+
+    def __init__(self, conn):
+        self._conn = conn
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def execute(self, sql, *args):
+        if sql == "COMMIT":
+            raise sqlite3.OperationalError("disk I/O error")
+        return self._conn.execute(sql, *args)
+
+
+def test_a_rolled_back_write_wakes_no_one(store, local_worker, monkeypatch):
+    monkeypatch.setattr(store, "conn", _FailingCommit(store.conn))
+    with pytest.raises(DatabaseError, match="disk I/O error"):
+        add(store, id="lost")
+    assert _pokes(local_worker) == 0
+    monkeypatch.undo()
+    assert store.list_jobs() == []  # rolled back
+    add(store, id="kept")  # the next write that commits does wake
+    assert _pokes(local_worker) == 1
+
+
+def test_a_failing_wake_up_never_fails_the_write(store, local_worker, monkeypatch):
+    from queuectl import wake
+
+    def no_socket(pids):
+        raise OSError(24, "Too many open files")
+
+    def locked(host):
+        raise DatabaseError("database is locked")
+
+    monkeypatch.setattr(wake, "poke", no_socket)
+    assert add(store, id="a") == "a"
+    monkeypatch.setattr(store, "worker_pids", locked)
+    assert add(store, id="b") == "b"
+    assert [j.id for j in store.list_jobs()] == ["b", "a"] and _pokes(local_worker) == 0

@@ -51,7 +51,6 @@ def enqueue(app, job, file):
         line = lines[e.index]
         raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
     click.echo("\n".join(ids))
-    store.wake_workers()
 
 
 def _read_jobs(file, now):

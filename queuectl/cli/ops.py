@@ -52,8 +52,6 @@ def cancel(app, job_ids, queue, states, wait, as_json):
     if not results:
         click.echo("no jobs to cancel", err=True)
         return
-    if any(r.result == "requested" for r in results):
-        store.wake_workers()  # their workers look for cancel requests when woken (PostgreSQL: the NOTIFY did)
     finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait)
     report = []
     for r in results:
@@ -111,7 +109,6 @@ def retry(app, job_ids):
     store.retry(list(job_ids), store.now())
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
-    store.wake_workers()
 
 
 def _set_paused(app, queues, paused: bool) -> None:
@@ -121,8 +118,6 @@ def _set_paused(app, queues, paused: bool) -> None:
     word = "paused" if paused else "resumed"
     for name, did in zip(names, changed):
         click.echo(f"{name}: {word if did else ('already paused' if paused else 'not paused')}")
-    if not paused:
-        store.wake_workers()
 
 
 @click.command()

@@ -91,7 +91,8 @@ class SqlStore:
         raise NotImplementedError
 
     def _notify(self, c) -> None:
-        """Tell workers elsewhere, at commit, that jobs may be ready or cancels requested (no-op by default)."""
+        """Inside a write transaction: wake the workers once it commits, for jobs may be ready or cancels
+        requested (never after a rollback). PostgreSQL NOTIFYs; SQLite pokes this host's workers."""
 
     def describe(self) -> str:
         """The database as it may be shown to a user (never with a password)."""
@@ -125,13 +126,6 @@ class SqlStore:
         """Where wake-ups from other hosts arrive: an object with `fileno()` (readable when one came) and
         `take()` (consume them); None where the engine has none (SQLite: queuectl.wake pokes the worker)."""
         return None
-
-    def wake_workers(self) -> None:
-        """Wake this host's workers after a commit that made jobs ready or requested a cancel, by a datagram
-        each (queuectl.wake), so that they act at once rather than at their next poll or heartbeat."""
-        from queuectl import procs, wake
-
-        wake.poke(pid for pid, boot in self.worker_pids(procs.hostname()) if procs.same_boot(boot))
 
     def maintain(self, worker_id: int) -> None:
         """Housekeeping a worker does at each heartbeat (none by default)."""

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied, QueuectlError
 from queuectl.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 from queuectl.store.sql import _JOB_COLUMNS, SqlStore
 
@@ -42,6 +42,7 @@ class SqliteStore(SqlStore):
         self.busy_timeout = busy_timeout
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
         self.c: sqlite3.Connection
+        self._wake_pending = False  # set by _notify inside a write transaction (see _write)
         _check_path(self.path)
         _create_file(self.path)
         try:
@@ -96,9 +97,13 @@ class SqliteStore(SqlStore):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """Run the block in one BEGIN IMMEDIATE transaction; roll back on any exception."""
+        """Run the block in one BEGIN IMMEDIATE transaction; roll back on any exception.
+
+        Once it committed, this host's workers are woken if the block called `_notify`.
+        """
         with self._errors():
             self.conn.execute("BEGIN IMMEDIATE")
+            self._wake_pending = False
             try:
                 yield self.conn
                 self.conn.execute("COMMIT")
@@ -106,6 +111,24 @@ class SqliteStore(SqlStore):
                 if self.conn.in_transaction:  # SQLite may have rolled back by itself already
                     self.conn.execute("ROLLBACK")
                 raise
+        if self._wake_pending:
+            self._wake_pending = False
+            self._wake_workers()
+
+    def _notify(self, c) -> None:
+        """Mark a wake-up for this host's workers, sent by `_write` once the transaction committed."""
+        self._wake_pending = True
+
+    def _wake_workers(self) -> None:
+        """Wake this host's workers by a datagram each (queuectl.wake), so that they claim, or look for
+        cancel requests, at once rather than at their next poll or heartbeat. Never raises: the poll is
+        the fallback, and the command's work is committed already."""
+        from queuectl import procs, wake
+
+        try:
+            wake.poke(pid for pid, boot in self.worker_pids(procs.hostname()) if procs.same_boot(boot))
+        except (QueuectlError, OSError):
+            pass
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
