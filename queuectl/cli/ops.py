@@ -6,7 +6,7 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, pass_app, print_json, settings_for_reports
+from queuectl.cli.common import json_option, pass_app, print_json
 from queuectl.errors import InvalidInput, QueuectlError
 from queuectl.jobspec import check_queue
 from queuectl.models import JobState
@@ -222,12 +222,12 @@ def metrics(app, output):
     import os
 
     from queuectl.metrics import render
+    from queuectl.snapshot import take
 
     store = app.store()
-    stale_after = settings_for_reports(store)["stale-after"]
     if output is not None and not output.strip():
         raise InvalidInput("--output is empty: give a file path")
-    text = render(store, store.now(), stale_after)
+    text = render(take(store))
     if output is None:
         click.echo(text, nl=False)
         return
