@@ -127,33 +127,55 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     assert [j.id for j in store.claim(w, [], 1, Instant(NOW, 7.0, A))] == ["old"]
 
 
-def test_reclaim_space_gives_freed_pages_back(store, db):
-    import os
-
-    add(store, id="big", command="true")
-    w = register(store)
-    store.claim(w, [], 1, NOW)
-    store.finish(w, [Outcome("big", True, 0, None, os.urandom(4_000_000), b"")], NOW)
-    store.reclaim_space()
-    grown = os.path.getsize(db)
-    assert store.purge({"completed": 0}, NOW + 1) == 1
-    assert store.reclaim_space() > 900  # about 4 MB of pages
-    assert os.path.getsize(db) < grown - 3_500_000
-    assert os.path.getsize(db + "-wal") == 0  # cut back by the TRUNCATE checkpoint
-
-
-def test_reclaim_leaves_a_small_share_of_free_pages_for_reuse(store, db):
-    import os
-
-    for i in range(4):
+def _jobs_with_output(store, n: int, size: int) -> None:
+    """n completed jobs j0... of `size` random bytes of output each (random: the file cannot compress them)."""
+    for i in range(n):
         add(store, id=f"j{i}")
-    w = register(store, slots=4)
-    store.claim(w, [], 4, NOW)
-    store.finish(w, [Outcome(f"j{i}", True, 0, None, os.urandom(1_000_000), b"") for i in range(4)], NOW)
-    store.purge({"completed": 0}, NOW + 1, limit=1)  # a quarter of the file freed, less than half
-    assert store.reclaim_space(min_free=0.5) == 0
-    assert os.path.getsize(db + "-wal") == 0  # the checkpoint ran all the same
-    assert store.reclaim_space(min_free=0.1) > 200
+    w = register(store, slots=n)
+    store.claim(w, [], n, NOW)
+    store.finish(w, [Outcome(f"j{i}", True, 0, None, os.urandom(size), b"") for i in range(n)], NOW)
+
+
+def _free_pages(store) -> int:
+    return store.conn.execute("PRAGMA freelist_count").fetchone()[0]
+
+
+def _pages(store) -> int:
+    return store.conn.execute("PRAGMA page_count").fetchone()[0]
+
+
+def test_purge_gives_freed_pages_back_once_a_quarter_of_the_file_is_free_at_most_every_10_s(store, db, monkeypatch):
+    from queuectl.store import sqlite as sqlite_store
+
+    _jobs_with_output(store, 8, 500_000)
+    old = {"completed": 0}
+    assert store.purge(old, Instant(NOW + 1, 100.0, A), limit=1) == 1  # an eighth of the file freed
+    assert _free_pages(store) > 100  # kept for reuse
+    assert os.path.getsize(db + "-wal") == 0  # the WAL was cut back all the same
+    pages = _pages(store)
+    assert store.purge(old, Instant(NOW + 1, 109.0, A), limit=3) == 3  # half the file free, 9 s later
+    assert _free_pages(store) > 400 and _pages(store) == pages  # nothing given back yet
+    assert os.path.getsize(db + "-wal") > 0  # nor the WAL cut back
+    monkeypatch.setattr(sqlite_store, "RECLAIM_PAGES", 100)  # a cap that 4 MB of free pages reach
+    assert store.purge(old, Instant(NOW + 1, 110.0, A), limit=1) == 1  # 10 s after the first
+    assert _pages(store) == pages - 100 and os.path.getsize(db + "-wal") == 0
+    free = _free_pages(store)
+    assert store.purge(old, Instant(NOW + 1, 200.0, A), queue="other") == 0  # nothing deleted: nothing given back
+    assert (_free_pages(store), _pages(store)) == (free, pages - 100)
+    monkeypatch.undo()
+    assert store.purge(old, Instant(NOW + 1, 300.0, A)) == 3
+    assert _free_pages(store) == 0 and os.path.getsize(db) < 4 * 4096 * 100  # every page, the file a few pages
+    assert os.path.getsize(db + "-wal") == 0
+
+
+def test_compact_gives_every_free_page_back_now(store, db):
+    _jobs_with_output(store, 8, 500_000)
+    assert store.purge({"completed": 0}, Instant(NOW + 1, 100.0, A), limit=1) == 1  # too few to give back
+    size = os.path.getsize(db)
+    assert _free_pages(store) > 100
+    assert store.compact() is None  # a new database: incremental already, nothing to convert
+    assert _free_pages(store) == 0 and os.path.getsize(db) < size - 400_000
+    assert os.path.getsize(db + "-wal") == 0  # cut back by the TRUNCATE checkpoint
 
 
 # -- wake-ups after commit ----------------------------------------------------------------------------

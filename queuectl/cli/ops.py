@@ -196,9 +196,8 @@ def purge(app, states, older_than, queue, dry_run):
         removed += n
         if n < PURGE_BATCH:
             break
-    store.reclaim_space()
     click.echo(f"removed {removed} job(s)")
-    note = store.vacuum_to_incremental()
+    note = store.compact()
     if note:
         click.echo(note, err=note.startswith("not compacted"))
 

@@ -130,13 +130,17 @@ class SqlStore:
     def maintain(self, worker_id: int) -> None:
         """Housekeeping a worker does at each heartbeat (none by default)."""
 
-    def reclaim_space(self, max_pages: int | None = None, min_free: float = 0.0) -> int:
-        """Give freed space back to the filesystem; return the pages given back (0 where the engine does it)."""
-        return 0
+    def compact(self) -> str | None:
+        """Give all free space back to the filesystem now; return a line saying what was done, or None.
 
-    def vacuum_to_incremental(self) -> str | None:
-        """Convert an old database so that `reclaim_space` works; None when there is nothing to do."""
+        Nothing to do by default: PostgreSQL's autovacuum makes freed space reusable by itself.
+        """
         return None
+
+    def reclaim_space(self, max_pages: int | None = None, min_free: float = 0.0) -> int:
+        """Nothing; returns 0. `purge` gives freed space back by itself now: this stays only for the worker
+        of this version (worker.py `_retention`), which still calls it after purging, and goes with that call."""
+        return 0
 
     # -- enqueue --------------------------------------------------------------------------
 
