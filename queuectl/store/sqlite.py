@@ -25,11 +25,12 @@ from queuectl.store.sql import _JOB_COLUMNS, SqlStore
 BUSY_TIMEOUT = 30.0
 #: Bytes the WAL file is truncated to after a checkpoint (PRAGMA journal_size_limit).
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
-#: Seconds between two givings back of freed pages after purges, at most (on the monotonic clock).
+#: Seconds a purge waits, on the monotonic clock, after giving freed pages back and cutting the WAL back
+#: before it does so again: purges give space back at most this often.
 RECLAIM_EVERY = 10.0
 #: The share of the file that must be free pages before a purge gives them back.
 RECLAIM_FREE = 0.25
-#: Pages a purge gives back at once, at most: each moves pages, and other writers wait meanwhile.
+#: Pages a purge gives back at once, at most: giving back moves pages and holds the write lock meanwhile.
 RECLAIM_PAGES = 16 * PURGE_BATCH
 
 class SqliteStore(SqlStore):
@@ -50,7 +51,7 @@ class SqliteStore(SqlStore):
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
         self.c: sqlite3.Connection
         self._wake_pending = False  # set by _notify inside a write transaction (see _write)
-        self._purged_since_reclaim = False
+        self._purged_since_reclaim = False  # a purge deleted jobs since freed pages were last given back
         self._reclaim_at = 0.0  # monotonic time from which a purge may give freed pages back
         _check_path(self.path)
         _create_file(self.path)
