@@ -164,7 +164,7 @@ def pickup(db: str, n: int, idle: float) -> dict:
     """Enqueue-commit to job-start latencies (ms) with an idle worker, and its CPU share while idle.
 
     `db` is new: its poll-interval stays at the default (1 s), so what is measured is the wake-up
-    (SQLite: the datagram `enqueue` sends after its commit; PostgreSQL: the NOTIFY of the commit).
+    (SQLite: the datagram the store sends after enqueue's commit; PostgreSQL: the NOTIFY of the commit).
     On PostgreSQL the times are on the server's clock, as the worker's are.
     """
     with open_store(db) as store:
@@ -181,8 +181,7 @@ def pickup(db: str, n: int, idle: float) -> dict:
                 job_id = f"p{time.monotonic_ns()}"
                 now = store.clock()
                 store.enqueue([NewJob(job_id, "true", "default", 0, None, now, None, None)], now)
-                committed = store.clock()
-                store.wake_workers()  # what `queuectl enqueue` does after its commit (PostgreSQL: nothing)
+                committed = store.clock()  # the wake-up went out at the commit (a datagram on SQLite, a NOTIFY)
                 while (job := store.get_job(job_id)).started_at is None:
                     time.sleep(0.0005)
                 latencies.append(max(0.0, job.started_at - committed) * 1000)

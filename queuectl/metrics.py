@@ -7,8 +7,8 @@ be zero is written as zero, so that a dashboard's queries see it before its firs
 
 from __future__ import annotations
 
-from queuectl.clock import Instant
 from queuectl.models import JobState
+from queuectl.snapshot import Snapshot
 
 WORKER_STATES = ("running", "draining", "stale", "dead")
 RUN_OUTCOMES = ("completed", "failed", "dead", "cancelled", "recovered", "requeued")
@@ -44,15 +44,9 @@ class Exposition:
         return "\n".join(self.lines) + "\n"
 
 
-def render(store, now: Instant, stale_after: float) -> str:
-    """Return the metrics of `store` at `now` as Prometheus text (reads the store; writes nothing)."""
-    from queuectl.control import worker_state
-
-    counts = store.counts()
-    paused = store.paused_queues()
-    oldest = store.oldest_ready(now)
-    runs = store.run_counts()
-    workers = store.workers()
+def render(snapshot: Snapshot) -> str:
+    """Return `snapshot` (queuectl.snapshot.take) as Prometheus text; reads nothing, writes nothing."""
+    counts, paused, oldest, runs = snapshot.counts, snapshot.paused, snapshot.oldest_ready, snapshot.runs
     queues = sorted({*counts, *paused, *runs})
     out = Exposition()
 
@@ -68,13 +62,13 @@ def render(store, now: Instant, stale_after: float) -> str:
     for q in queues:
         out.sample(1 if q in paused else 0, queue=q)
 
-    states = [worker_state(w, now, stale_after) for w in workers]
+    states = [w.state for w in snapshot.workers]
     out.family("queuectl_workers", "gauge", "Registered workers, by state.")
     for state in WORKER_STATES:
         out.sample(states.count(state), state=state)
     out.family("queuectl_worker_slots", "gauge", "Job slots of the registered workers: busy, and in all.")
-    out.sample(sum(len(w.job_ids) for w in workers), kind="busy")
-    out.sample(sum(w.slots for w in workers), kind="total")
+    out.sample(sum(len(w.info.job_ids) for w in snapshot.workers), kind="busy")
+    out.sample(sum(w.info.slots for w in snapshot.workers), kind="total")
 
     out.family("queuectl_job_runs_total", "counter",
                "Runs of jobs that ended, by queue and outcome (kept when retention deletes the jobs).")

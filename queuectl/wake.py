@@ -1,10 +1,10 @@
 """Wake idle workers when work arrives: one datagram to each worker on this host.
 
 Each worker binds an abstract AF_UNIX datagram socket named after its pid (unix(7):
-abstract names need no file and vanish with the socket). `enqueue`, `retry`, `dlq retry`,
-`resume` and `cancel` send one byte to each local worker after their commit
-(SqlStore.wake_workers); a worker that gets it claims, and looks for cancel requests, at
-once instead of at its next poll. Nothing depends on the datagram arriving:
+abstract names need no file and vanish with the socket). A SQLite write transaction that
+makes jobs ready or requests a cancel (enqueue, retry, dlq retry, resume, cancel) sends one
+byte to each local worker once it committed (SqliteStore._write); a worker that gets it
+claims, and looks for cancel requests, at once instead of at its next poll. Nothing depends on the datagram arriving:
 polling every poll-interval stays the fallback (another host, a full buffer, a worker
 in another network namespace).
 """

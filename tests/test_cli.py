@@ -1037,6 +1037,29 @@ def test_status_and_metrics_still_report_when_a_stored_setting_is_broken(run_cli
     assert "queuectl_jobs{" in ok(run_cli("metrics"))
 
 
+def test_status_and_metrics_format_one_snapshot_that_reads_the_store_once(db, populated):
+    from queuectl.metrics import render
+    from queuectl.snapshot import take
+
+    with open_store(db) as s:
+        s.set_paused(["idle"], True, time.time())
+        snap = take(s)
+    # Formatting reads nothing: the store is closed, and the metrics are those status shows.
+    text = render(snap)
+    assert snap.counts["build"] == {"pending": 1, "processing": 1, "completed": 0, "failed": 0, "dead": 1,
+                                    "cancelled": 0}  # every state, in order, zeros included
+    assert snap.totals == {"pending": 2, "processing": 1, "completed": 1, "failed": 1, "dead": 1, "cancelled": 0}
+    assert snap.runs["default"] == {"completed": 1, "failed": 1} and set(snap.paused) == {"idle"}
+    assert set(snap.oldest_ready) == {"build", "default"} and all(a >= 0 for a in snap.oldest_ready.values())
+    [w] = snap.workers
+    assert (w.info.name, w.state, w.info.job_ids) == ("w1", "running", ("r1",)) and 0 <= w.heartbeat_age < 60
+    assert snap.retention == {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}
+    m = _parse_metrics(text)
+    assert m[("queuectl_queue_paused", (("queue", "idle"),))] == 1
+    assert m[("queuectl_jobs", (("queue", "idle"), ("state", "pending")))] == 0
+    assert m[("queuectl_workers", (("state", "running"),))] == 1
+
+
 def test_a_worker_name_taken_on_another_host_says_to_name_workers_per_host(run_cli, db):
     with open_store(db) as s:
         s.register_worker({**WORKER_INFO, "name": "1"}, s.now())  # alive, on another host

@@ -385,6 +385,35 @@ def test_under_systemd_a_worker_waits_for_a_server_that_is_not_up_yet(db, run_cl
         assert _stop(w) == 0
 
 
+@pytest.mark.processes
+def test_under_systemd_a_worker_waits_for_an_unreachable_server_only(pg_server, tmp_path):
+    # Any other error ends it at once, as off systemd: here a newer schema, in a database whose name holds
+    # the words that a check of the message's text would take for a connection failure.
+    name = f"cannot connect {os.getpid()}_{time.monotonic_ns()}"
+    db = pg_server.create_database(name)
+    sock = NotifySocket(f"@queuectl-test/{os.getpid()}/{time.monotonic_ns()}")
+    try:
+        open_store(db).close()
+        raw_sql(db, "UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+        w = _start_worker(db, tmp_path, "--name", "newer", env={"NOTIFY_SOCKET": sock.address})
+        try:
+            code = w.wait(30)
+        except subprocess.TimeoutExpired:
+            code = None  # waiting, as for a server not yet up
+        finally:
+            if w.poll() is None:
+                os.killpg(w.pid, signal.SIGKILL)
+                w.wait()
+        lines = _log(w).splitlines()
+        w.log.close()
+        assert code == 1 and len(lines) == 1, lines
+        assert lines[0].startswith("queuectl: error: ") and "newer than this queuectl's" in lines[0], lines
+        assert not any(s.startswith("waiting for the database") for s in sock.statuses())
+    finally:
+        sock.close()
+        pg_server.drop_database(name)
+
+
 def test_the_site_configuration_may_name_a_postgresql_database(db, tmp_path):
     conf = tmp_path / "queuectl.conf"
     conf.write_text(f"[queuectl]\ndb = {db}\n\n[defaults]\nmax-retries = 7\n")

@@ -695,20 +695,53 @@ def test_job_environment_is_scrubbed(db, run_cli, workers, tmp_path):
     assert env["QUEUECTL_TEST_MARKER"] == "kept"  # the rest of the worker's environment is passed on
 
 
-# -- wake on enqueue ------------------------------------------------------------------------------------
+# -- wake-ups ------------------------------------------------------------------------------------------
+
+#: Seconds a woken worker may take to act, from the command's exit: well under the 30 s it polls and
+#: beats at in the test below, which is what it would take without the wake-up.
+PROMPTLY = 5.0
 
 
-def test_enqueue_and_dlq_retry_wake_an_idle_worker_at_once(db, run_cli, store, workers):
-    configure(run_cli, ("poll-interval", "60"), ("max-retries", "0"))  # without a wake-up: a minute's wait
-    w = workers.start("--name", "w")
+def test_every_command_that_makes_work_wakes_an_idle_worker_at_once(db, run_cli, store, workers, tmp_path):
+    # Polls and heartbeats 30 s apart (the loop claims at either, and looks for cancels at a heartbeat):
+    # only the wake-up (SQLite's datagram, sent by the store after its commit; PostgreSQL's NOTIFY) makes
+    # the worker act within PROMPTLY. Every command runs as a real process, as a user runs it.
+    configure(run_cli, ("stale-after", "90"), ("heartbeat-interval", "30"), ("poll-interval", "30"),
+              ("max-retries", "0"))
+    d = safe_path(tmp_path)
+    w = workers.start("--name", "w", "--count", "1")
     until(lambda: store.worker_by_name("w"), "the worker to register", procs=[w])
-    time.sleep(0.3)  # it has polled once and sleeps now
-    queuectl(db, "enqueue", '{"id":"a","command":"exit 1"}')  # a real CLI process, as a user runs it
-    until(state_is(store, "a", JobState.DEAD), "the job to run", timeout=10, procs=[w])
-    queuectl(db, "dlq", "retry", "a")
-    until(lambda: store.get_job("a").attempts == 1 and store.get_job("a").state == JobState.DEAD,
-          "the retried job to run again", timeout=10, procs=[w])
-    assert store.get_job("a").finished_at > store.get_job("a").created_at
+    # Once a job's end is recorded the worker has claimed in the same transaction and found nothing:
+    # from then on it is idle until a wake-up, its next poll or its next heartbeat.
+    queuectl(db, "enqueue", '{"id":"warm","command":"true"}')
+    until(state_is(store, "warm", JobState.COMPLETED), "the first job to run", procs=[w])
+
+    def promptly(predicate, what: str, *command: str) -> subprocess.CompletedProcess:
+        r = queuectl(db, *command)
+        until(predicate, f"{what} within {PROMPTLY} s of `queuectl {' '.join(command)}`", timeout=PROMPTLY,
+              procs=[w])
+        return r
+
+    def runs(job_id: str) -> int:
+        path = tmp_path / f"{job_id}.runs"
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    promptly(lambda: runs("a") == 1 and store.get_job("a").state == JobState.DEAD, "the job to run",
+             "enqueue", json.dumps({"id": "a", "command": f"echo run >> {d}/a.runs; exit 1"}))
+    promptly(lambda: runs("a") == 2 and store.get_job("a").state == JobState.DEAD, "the dead job to run again",
+             "dlq", "retry", "a")
+    queuectl(db, "enqueue", '{"id":"b","command":"true","delay":3600}')
+    queuectl(db, "cancel", "b")  # pending: cancelled at once, nothing for a worker to do
+    promptly(state_is(store, "b", JobState.COMPLETED), "the cancelled job to run", "retry", "b")
+    queuectl(db, "pause", "q")
+    queuectl(db, "enqueue", '{"id":"c","queue":"q","command":"true"}')
+    promptly(state_is(store, "c", JobState.COMPLETED), "the paused queue's job to run", "resume", "q")
+    promptly(state_is(store, "long", JobState.PROCESSING), "the job to start",
+             "enqueue", '{"id":"long","command":"sleep 60"}')
+    r = promptly(state_is(store, "long", JobState.CANCELLED), "the running job to be stopped",
+                 "cancel", "long", "--wait", str(PROMPTLY))
+    assert r.stdout == "long: stopped and cancelled\n", (r.stdout, r.stderr)
+    assert (runs("a"), store.get_job("long").attempts) == (2, 1)
     w.send_signal(signal.SIGTERM)
     assert wait_exit(w) == 0
 

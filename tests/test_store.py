@@ -562,3 +562,20 @@ def test_one_retention_lease_holder_at_a_time(store):
     assert store.take_lease("retention", a, NOW + 92, 60)  # its holder is gone
 
 
+
+
+def test_both_engines_implement_the_documented_interface_with_its_parameters():
+    import inspect
+
+    from queuectl.store import Store
+    from queuectl.store.postgres import PostgresStore
+    from queuectl.store.sqlite import SqliteStore
+
+    documented = {n: f for n, f in vars(Store).items() if callable(f) and not n.startswith("_")}
+    assert len(documented) > 30
+    for engine in (SqliteStore, PostgresStore):
+        for name, f in documented.items():
+            impl = getattr(engine, name, None)
+            assert callable(impl), f"{engine.__name__} lacks {name}"
+            assert list(inspect.signature(impl).parameters) == list(inspect.signature(f).parameters), (
+                engine.__name__, name)

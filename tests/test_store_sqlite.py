@@ -1,5 +1,6 @@
 """What only the SQLite store has: the file, its pragmas, locks, migrations from older schemas, space reclaim."""
 
+import os
 import sqlite3
 import threading
 import time
@@ -127,30 +128,152 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     assert [j.id for j in claim(store, w, [], 1, Instant(NOW, 7.0, A))] == ["old"]
 
 
-def test_reclaim_space_gives_freed_pages_back(store, db):
-    import os
+def _jobs_with_output(store, n: int, size: int) -> None:
+    """n completed jobs j0... of `size` random bytes of output each (random: the file cannot compress them)."""
+    for i in range(n):
+        add(store, id=f"j{i}")
+    w = register(store, slots=n)
+    claim(store, w, [], n, NOW)
+    finish(store, w, [Outcome(f"j{i}", True, 0, None, os.urandom(size), b"") for i in range(n)], NOW)
 
-    add(store, id="big", command="true")
-    w = register(store)
-    claim(store, w, [], 1, NOW)
-    finish(store, w, [Outcome("big", True, 0, None, os.urandom(4_000_000), b"")], NOW)
-    store.reclaim_space()
-    grown = os.path.getsize(db)
-    assert store.purge({"completed": 0}, NOW + 1) == 1
-    assert store.reclaim_space() > 900  # about 4 MB of pages
-    assert os.path.getsize(db) < grown - 3_500_000
+
+def _free_pages(store) -> int:
+    return store.conn.execute("PRAGMA freelist_count").fetchone()[0]
+
+
+def _pages(store) -> int:
+    return store.conn.execute("PRAGMA page_count").fetchone()[0]
+
+
+def test_purge_gives_freed_pages_back_once_a_quarter_of_the_file_is_free_at_most_every_10_s(store, db, monkeypatch):
+    from queuectl.store import sqlite as sqlite_store
+
+    _jobs_with_output(store, 8, 500_000)
+    old = {"completed": 0}
+    assert store.purge(old, Instant(NOW + 1, 100.0, A), limit=1) == 1  # an eighth of the file freed
+    assert _free_pages(store) > 100  # kept for reuse
+    assert os.path.getsize(db + "-wal") == 0  # the WAL was cut back all the same
+    pages = _pages(store)
+    assert store.purge(old, Instant(NOW + 1, 109.0, A), limit=3) == 3  # half the file free, 9 s later
+    assert _free_pages(store) > 400 and _pages(store) == pages  # nothing given back yet
+    assert os.path.getsize(db + "-wal") > 0  # nor the WAL cut back
+    monkeypatch.setattr(sqlite_store, "RECLAIM_PAGES", 100)  # a cap that 4 MB of free pages reach
+    assert store.purge(old, Instant(NOW + 1, 110.0, A), limit=1) == 1  # 10 s after the first
+    assert _pages(store) == pages - 100 and os.path.getsize(db + "-wal") == 0
+    free = _free_pages(store)
+    assert store.purge(old, Instant(NOW + 1, 200.0, A), queue="other") == 0  # nothing deleted: nothing given back
+    assert (_free_pages(store), _pages(store)) == (free, pages - 100)
+    monkeypatch.undo()
+    assert store.purge(old, Instant(NOW + 1, 300.0, A)) == 3
+    assert _free_pages(store) == 0 and os.path.getsize(db) < 4 * 4096 * 100  # every page, the file a few pages
+    assert os.path.getsize(db + "-wal") == 0
+
+
+def test_compact_gives_every_free_page_back_now(store, db):
+    _jobs_with_output(store, 8, 500_000)
+    assert store.purge({"completed": 0}, Instant(NOW + 1, 100.0, A), limit=1) == 1  # too few to give back
+    size = os.path.getsize(db)
+    assert _free_pages(store) > 100
+    assert store.compact() is None  # a new database: incremental already, nothing to convert
+    assert _free_pages(store) == 0 and os.path.getsize(db) < size - 400_000
     assert os.path.getsize(db + "-wal") == 0  # cut back by the TRUNCATE checkpoint
 
 
-def test_reclaim_leaves_a_small_share_of_free_pages_for_reuse(store, db):
-    import os
+# -- wake-ups after commit ----------------------------------------------------------------------------
 
-    for i in range(4):
-        add(store, id=f"j{i}")
-    w = register(store, slots=4)
-    claim(store, w, [], 4, NOW)
-    finish(store, w, [Outcome(f"j{i}", True, 0, None, os.urandom(1_000_000), b"") for i in range(4)], NOW)
-    store.purge({"completed": 0}, NOW + 1, limit=1)  # a quarter of the file freed, less than half
-    assert store.reclaim_space(min_free=0.5) == 0
-    assert os.path.getsize(db + "-wal") == 0  # the checkpoint ran all the same
-    assert store.reclaim_space(min_free=0.1) > 200
+
+@pytest.fixture
+def local_worker(store):
+    """A wake-up socket (queuectl.wake) registered as a worker of this host and boot, as a real worker's is."""
+    from queuectl import procs, wake
+
+    sock = wake.listen(os.getpid())
+    assert sock is not None
+    register(store, name="local", host=procs.hostname(), boot_id=procs.boot_id(), pid=os.getpid())
+    yield sock
+    sock.close()
+
+
+def _pokes(sock) -> int:
+    """How many wake-ups wait on `sock` (consumed)."""
+    n = 0
+    while True:
+        try:
+            sock.recv(16)
+        except BlockingIOError:
+            return n
+        n += 1
+
+
+def test_writes_that_make_work_wake_this_hosts_workers_once_committed(store, db, local_worker, monkeypatch):
+    from queuectl import wake
+
+    seen, real = [], wake.poke
+
+    def poke(pids):  # what another process sees when the wake-up is sent
+        with SqliteStore(db) as other:
+            seen.append({j.id: j.state.value for j in other.list_jobs()})
+        return real(pids)
+
+    monkeypatch.setattr(wake, "poke", poke)
+    add(store, id="run", max_retries=0)
+    assert (_pokes(local_worker), seen) == (1, [{"run": "pending"}])  # committed before the poke
+    w = register(store)
+    claim(store, w, [], 1, NOW)
+    finish(store, w, [Outcome("run", False, 1, "exit code 1", b"", b"")], NOW)  # dead
+    add(store, id="later", delay=3600)
+    assert _pokes(local_worker) == 1
+    store.set_paused(["q"], True, NOW)
+    store.cancel(["later"], NOW)  # pending: cancelled at once, no worker has anything to do
+    assert _pokes(local_worker) == 0
+    for write in (lambda: store.dlq_retry(["run"], NOW), lambda: store.retry(["later"], NOW),
+                  lambda: store.set_paused(["q"], False, NOW)):
+        write()
+        assert _pokes(local_worker) == 1
+    store.set_paused(["q"], False, NOW)  # not paused: nothing changed
+    claim(store, w, [], 1, NOW)
+    assert _pokes(local_worker) == 0
+    assert store.cancel(["run"], NOW)[0].result == "requested"  # processing: its worker stops it when woken
+    assert _pokes(local_worker) == 1 and len(seen) == 6  # one wake-up per write that made work
+
+
+class _FailingCommit:
+    """A connection whose COMMIT fails (as on an I/O error) and whose other statements run."""
+
+    def __init__(self, conn):
+        self._conn = conn
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def execute(self, sql, *args):
+        if sql == "COMMIT":
+            raise sqlite3.OperationalError("disk I/O error")
+        return self._conn.execute(sql, *args)
+
+
+def test_a_rolled_back_write_wakes_no_one(store, local_worker, monkeypatch):
+    monkeypatch.setattr(store, "conn", _FailingCommit(store.conn))
+    with pytest.raises(DatabaseError, match="disk I/O error"):
+        add(store, id="lost")
+    assert _pokes(local_worker) == 0
+    monkeypatch.undo()
+    assert store.list_jobs() == []  # rolled back
+    add(store, id="kept")  # the next write that commits does wake
+    assert _pokes(local_worker) == 1
+
+
+def test_a_failing_wake_up_never_fails_the_write(store, local_worker, monkeypatch):
+    from queuectl import wake
+
+    def no_socket(pids):
+        raise OSError(24, "Too many open files")
+
+    def locked(host):
+        raise DatabaseError("database is locked")
+
+    monkeypatch.setattr(wake, "poke", no_socket)
+    assert add(store, id="a") == "a"
+    monkeypatch.setattr(store, "worker_pids", locked)
+    assert add(store, id="b") == "b"
+    assert [j.id for j in store.list_jobs()] == ["b", "a"] and _pokes(local_worker) == 0

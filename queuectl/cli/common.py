@@ -122,14 +122,6 @@ class App:
 pass_app = click.make_pass_decorator(App)
 
 
-def settings_for_reports(store: Store) -> dict:
-    """The settings in force, or their defaults when a stored one is broken (reports still report)."""
-    try:
-        return store.settings()
-    except InvalidConfig:
-        return store.defaults
-
-
 def print_json(value) -> None:
     """Print `value` as JSON on stdout."""
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))

@@ -56,4 +56,3 @@ def retry(app, job_ids):
     store.dlq_retry(list(job_ids), store.now())
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
-    store.wake_workers()

@@ -7,8 +7,7 @@ import time
 
 import click
 
-from queuectl.cli.common import (json_option, note_truncation, pass_app, print_json, print_table,
-                                  settings_for_reports)
+from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table
 from queuectl.errors import Conflict, InvalidInput
 from queuectl.jobspec import check_queue, parse_job
 from queuectl.models import JobState, iso, one_line
@@ -52,7 +51,6 @@ def enqueue(app, job, file):
         line = lines[e.index]
         raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
     click.echo("\n".join(ids))
-    store.wake_workers()
 
 
 def _read_jobs(file, now):
@@ -157,36 +155,25 @@ def status(app, as_json):
     Example:
       queuectl status --json
     """
-    from queuectl.control import worker_state
-    from queuectl.liveness import heartbeat_age
-    from queuectl.settings import RETENTION
-
-    store = app.store()
-    counts = {q: {s.value: per.get(s.value, 0) for s in JobState} for q, per in store.counts().items()}
-    workers = store.workers()
-    settings = settings_for_reports(store)
-    stale_after = settings["stale-after"]
-    now = store.now()
-    states = {w.name: worker_state(w, now, stale_after) for w in workers}
-    totals = {s.value: sum(per[s.value] for per in counts.values()) for s in JobState}
-    paused = store.paused_queues()
-    oldest = store.oldest_ready(now)
-    retention = {state: settings[key] for state, key in RETENTION.items()}
     from queuectl import units
+    from queuectl.settings import format_duration
+    from queuectl.snapshot import take
 
+    snap = take(app.store())
+    counts, paused, oldest = snap.counts, snap.paused, snap.oldest_ready
     unit_states = units.show()
     if as_json:
-        print_json({"jobs": totals, "queues": counts,
+        print_json({"jobs": snap.totals, "queues": counts,
                     "paused": {q: iso(t) for q, t in paused.items()},
                     "oldest_ready_age": {q: round(a, 3) for q, a in oldest.items()},
-                    "retention": retention,
-                    "workers": [w.to_dict(heartbeat_age(w, now), states[w.name]) for w in workers],
+                    "retention": snap.retention,
+                    "workers": [w.info.to_dict(w.heartbeat_age, w.state) for w in snap.workers],
                     "units": [{"unit": u["Id"], "active_state": u.get("ActiveState"), "sub_state": u.get("SubState"),
                                "n_restarts": int(u.get("NRestarts") or 0), "status_text": u.get("StatusText", ""),
                                "main_pid": int(u.get("MainPID") or 0)} for u in unit_states]})
         return
     click.echo("Jobs")
-    print_table(["STATE", "COUNT"], [[s, n] for s, n in totals.items()])
+    print_table(["STATE", "COUNT"], [[s, n] for s, n in snap.totals.items()])
     if len(counts) > 1 or paused or oldest:
         click.echo("\nQueues")
         names = sorted({*counts, *paused})
@@ -194,15 +181,13 @@ def status(app, as_json):
         print_table(["QUEUE", *[s.value.upper() for s in JobState], "OLDEST READY", "PAUSED"],
                     [[q, *counts.get(q, zero).values(), f"{oldest[q]:.1f}s" if q in oldest else "-",
                       "yes" if q in paused else "-"] for q in names])
-    from queuectl.settings import format_duration
-
-    kept = ", ".join(f"{state} {format_duration(seconds)}" for state, seconds in retention.items())
+    kept = ", ".join(f"{state} {format_duration(seconds)}" for state, seconds in snap.retention.items())
     click.echo(f"\nRetention: {kept}")
-    click.echo(f"\nWorkers ({len(workers)})")
-    if workers:
+    click.echo(f"\nWorkers ({len(snap.workers)})")
+    if snap.workers:
         rows = []
-        for w in workers:
-            d = w.to_dict(heartbeat_age(w, now), states[w.name])
+        for w in snap.workers:
+            d = w.info.to_dict(w.heartbeat_age, w.state)
             rows.append([d["name"], d["state"], d["pid"], d["host"], f"{d['busy']}/{d['slots']}",
                          f"{d['heartbeat_age']:.1f}s", ",".join(d["jobs"]) or "-"])
         print_table(["NAME", "STATE", "PID", "HOST", "BUSY", "HEARTBEAT", "JOBS"], rows)

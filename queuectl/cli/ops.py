@@ -6,7 +6,7 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, pass_app, print_json, settings_for_reports
+from queuectl.cli.common import json_option, pass_app, print_json
 from queuectl.errors import InvalidInput, QueuectlError
 from queuectl.jobspec import check_queue
 from queuectl.models import JobState
@@ -52,8 +52,6 @@ def cancel(app, job_ids, queue, states, wait, as_json):
     if not results:
         click.echo("no jobs to cancel", err=True)
         return
-    if any(r.result == "requested" for r in results):
-        store.wake_workers()  # their workers look for cancel requests when woken (PostgreSQL: the NOTIFY did)
     finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait)
     report = []
     for r in results:
@@ -111,7 +109,6 @@ def retry(app, job_ids):
     store.retry(list(job_ids), store.now())
     for job_id in job_ids:
         click.echo(f"{job_id}: pending")
-    store.wake_workers()
 
 
 def _set_paused(app, queues, paused: bool) -> None:
@@ -121,8 +118,6 @@ def _set_paused(app, queues, paused: bool) -> None:
     word = "paused" if paused else "resumed"
     for name, did in zip(names, changed):
         click.echo(f"{name}: {word if did else ('already paused' if paused else 'not paused')}")
-    if not paused:
-        store.wake_workers()
 
 
 @click.command()
@@ -201,9 +196,8 @@ def purge(app, states, older_than, queue, dry_run):
         removed += n
         if n < PURGE_BATCH:
             break
-    store.reclaim_space()
     click.echo(f"removed {removed} job(s)")
-    note = store.vacuum_to_incremental()
+    note = store.compact()
     if note:
         click.echo(note, err=note.startswith("not compacted"))
 
@@ -227,12 +221,12 @@ def metrics(app, output):
     import os
 
     from queuectl.metrics import render
+    from queuectl.snapshot import take
 
     store = app.store()
-    stale_after = settings_for_reports(store)["stale-after"]
     if output is not None and not output.strip():
         raise InvalidInput("--output is empty: give a file path")
-    text = render(store, store.now(), stale_after)
+    text = render(take(store))
     if output is None:
         click.echo(text, nl=False)
         return

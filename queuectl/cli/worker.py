@@ -102,17 +102,18 @@ CONNECT_RETRY_MIN, CONNECT_RETRY_MAX = 1.0, 16.0
 
 def _open_store(app):
     """The worker's store. Under systemd, a PostgreSQL server that cannot be reached yet (it boots, the
-    network comes up) is waited for, with STATUS= saying so: systemd's TimeoutStartSec bounds the wait,
-    and restarting at once would soon hit the unit's start limit. Elsewhere the error ends the command."""
-    from queuectl.errors import DatabaseError
+    network comes up: DatabaseUnavailable) is waited for, with STATUS= saying so: systemd's TimeoutStartSec
+    bounds the wait, and restarting at once would soon hit the unit's start limit. Elsewhere, and on any
+    other error, the error ends the command."""
+    from queuectl.errors import DatabaseUnavailable
     from queuectl.notify import Notifier
 
     notifier, pause, said = Notifier(), CONNECT_RETRY_MIN, None
     while True:
         try:
             return app.store(durable=False, session=True)
-        except DatabaseError as e:
-            if not (notifier.enabled and is_postgres(app)) or "cannot connect" not in str(e):
+        except DatabaseUnavailable as e:
+            if not (notifier.enabled and is_postgres(app)):
                 raise
             if str(e) != said:
                 click.echo(f"queuectl: {e}; waiting for it", err=True)

@@ -458,9 +458,6 @@ class PostgresStore(SqlStore):
     def _notify(self, c) -> None:
         c.execute(f"NOTIFY {CHANNEL}")  # delivered at commit; one per transaction, however many rows
 
-    def wake_workers(self) -> None:
-        """Nothing to do: the transaction's NOTIFY reached every listening worker at commit."""
-
     def wakeup_source(self) -> _Wakeups | None:
         """This worker's LISTEN connection (opened, or opened again if it broke); None while it cannot be.
 

@@ -91,7 +91,8 @@ class SqlStore:
         raise NotImplementedError
 
     def _notify(self, c) -> None:
-        """Tell workers elsewhere, at commit, that jobs may be ready or cancels requested (no-op by default)."""
+        """Inside a write transaction: wake the workers once it commits, for jobs may be ready or cancels
+        requested (never after a rollback). PostgreSQL NOTIFYs; SQLite pokes this host's workers."""
 
     def describe(self) -> str:
         """The database as it may be shown to a user (never with a password)."""
@@ -126,22 +127,14 @@ class SqlStore:
         `take()` (consume them); None where the engine has none (SQLite: queuectl.wake pokes the worker)."""
         return None
 
-    def wake_workers(self) -> None:
-        """Wake this host's workers after a commit that made jobs ready or requested a cancel, by a datagram
-        each (queuectl.wake), so that they act at once rather than at their next poll or heartbeat."""
-        from queuectl import procs, wake
-
-        wake.poke(pid for pid, boot in self.worker_pids(procs.hostname()) if procs.same_boot(boot))
-
     def maintain(self, worker_id: int) -> None:
         """Housekeeping a worker does at each heartbeat (none by default)."""
 
-    def reclaim_space(self, max_pages: int | None = None, min_free: float = 0.0) -> int:
-        """Give freed space back to the filesystem; return the pages given back (0 where the engine does it)."""
-        return 0
+    def compact(self) -> str | None:
+        """Give all free space back to the filesystem now; return a line saying what was done, or None.
 
-    def vacuum_to_incremental(self) -> str | None:
-        """Convert an old database so that `reclaim_space` works; None when there is nothing to do."""
+        Nothing to do by default: PostgreSQL's autovacuum makes freed space reusable by itself.
+        """
         return None
 
     # -- enqueue --------------------------------------------------------------------------

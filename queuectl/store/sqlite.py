@@ -15,15 +15,23 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from queuectl import settings as settings_mod
-from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied
+from queuectl.clock import Instant, instant
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied, QueuectlError
 from queuectl.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
+from queuectl.store.base import PURGE_BATCH
 from queuectl.store.sql import _JOB_COLUMNS, SqlStore
 
 #: Seconds a connection waits for another writer's lock before reporting "database is locked".
 BUSY_TIMEOUT = 30.0
 #: Bytes the WAL file is truncated to after a checkpoint (PRAGMA journal_size_limit).
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
+#: Seconds a purge waits, on the monotonic clock, after giving freed pages back and cutting the WAL back
+#: before it does so again: purges give space back at most this often.
+RECLAIM_EVERY = 10.0
+#: The share of the file that must be free pages before a purge gives them back.
+RECLAIM_FREE = 0.25
+#: Pages a purge gives back at once, at most: giving back moves pages and holds the write lock meanwhile.
+RECLAIM_PAGES = 16 * PURGE_BATCH
 
 class SqliteStore(SqlStore):
     """A queuectl database in one SQLite file.
@@ -42,6 +50,9 @@ class SqliteStore(SqlStore):
         self.busy_timeout = busy_timeout
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
         self.c: sqlite3.Connection
+        self._wake_pending = False  # set by _notify inside a write transaction (see _write)
+        self._purged_since_reclaim = False  # a purge deleted jobs since freed pages were last given back
+        self._reclaim_at = 0.0  # monotonic time from which a purge may give freed pages back
         _check_path(self.path)
         _create_file(self.path)
         try:
@@ -96,9 +107,13 @@ class SqliteStore(SqlStore):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """Run the block in one BEGIN IMMEDIATE transaction; roll back on any exception."""
+        """Run the block in one BEGIN IMMEDIATE transaction; roll back on any exception.
+
+        Once it committed, this host's workers are woken if the block called `_notify`.
+        """
         with self._errors():
             self.conn.execute("BEGIN IMMEDIATE")
+            self._wake_pending = False
             try:
                 yield self.conn
                 self.conn.execute("COMMIT")
@@ -106,6 +121,24 @@ class SqliteStore(SqlStore):
                 if self.conn.in_transaction:  # SQLite may have rolled back by itself already
                     self.conn.execute("ROLLBACK")
                 raise
+        if self._wake_pending:
+            self._wake_pending = False
+            self._wake_workers()
+
+    def _notify(self, c) -> None:
+        """Mark a wake-up for this host's workers, sent by `_write` once the transaction committed."""
+        self._wake_pending = True
+
+    def _wake_workers(self) -> None:
+        """Wake this host's workers by a datagram each (queuectl.wake), so that they claim, or look for
+        cancel requests, at once rather than at their next poll or heartbeat. Never raises: the poll is
+        the fallback, and the command's work is committed already."""
+        from queuectl import procs, wake
+
+        try:
+            wake.poke(pid for pid, boot in self.worker_pids(procs.hostname()) if procs.same_boot(boot))
+        except (QueuectlError, OSError):
+            pass
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -170,13 +203,38 @@ class SqliteStore(SqlStore):
             (worker_id, now.wall, *params, limit),
         ).fetchall()
 
-    def reclaim_space(self, max_pages: int | None = None, min_free: float = 0.0) -> int:
+    def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
+              limit: int = PURGE_BATCH) -> int:
+        """Delete finished jobs as SqlStore.purge does; return how many. Then give freed pages back.
+
+        At most every RECLAIM_EVERY seconds (on `now`'s monotonic clock, else this process's)
+        after a purge that deleted jobs, and only once free pages are RECLAIM_FREE of the file,
+        RECLAIM_PAGES at the most (`_reclaim_space`); `compact` gives all of them back now.
+        """
+        now = instant(now)
+        deleted = super().purge(older_than, now, queue, limit)
+        self._purged_since_reclaim = self._purged_since_reclaim or deleted > 0
+        mono = time.monotonic() if now.mono is None else now.mono
+        if self._purged_since_reclaim and mono >= self._reclaim_at:
+            self._reclaim_space(max_pages=RECLAIM_PAGES, min_free=RECLAIM_FREE)
+            self._purged_since_reclaim, self._reclaim_at = False, mono + RECLAIM_EVERY
+        return deleted
+
+    def compact(self) -> str | None:
+        """Give every free page back to the filesystem and cut the WAL back, now; convert a database made
+        before incremental auto_vacuum (`_vacuum_to_incremental`: a one-time VACUUM, which needs free
+        disk of about twice the file's size). Returns None, or one line saying what the conversion
+        did or why it did not run."""
+        self._reclaim_space()
+        return self._vacuum_to_incremental()
+
+    def _reclaim_space(self, max_pages: int | None = None, min_free: float = 0.0) -> int:
         """Give freed pages back to the filesystem and cut the WAL back; return the pages given back.
 
         Pages go back only once free pages are at least `min_free` of the file (a fraction):
         while jobs keep coming, the pages that retention frees are soon reused, and moving
         pages to return them would only cost writes. That needs incremental auto_vacuum
-        (every database created with schema 4 or later; `vacuum_to_incremental` converts
+        (every database created with schema 4 or later; `_vacuum_to_incremental` converts
         older ones). The WAL is checkpointed and truncated either way; the checkpoint waits
         at most a second for readers, so it neither starves nor stalls the workers.
         """
@@ -195,7 +253,7 @@ class SqliteStore(SqlStore):
                 self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         return pages
 
-    def vacuum_to_incremental(self) -> str | None:
+    def _vacuum_to_incremental(self) -> str | None:
         """Convert a database made before incremental auto_vacuum with a one-time VACUUM.
 
         Returns None when there is nothing to do, else one line saying what was done, or
@@ -276,4 +334,5 @@ def default_db_path() -> str:
     return os.path.join(base, "queuectl", "queuectl.db")
 
 
-__all__ = ["SqliteStore", "default_db_path", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT"]
+__all__ = ["SqliteStore", "default_db_path", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "RECLAIM_EVERY", "RECLAIM_FREE",
+           "RECLAIM_PAGES"]
