@@ -80,7 +80,7 @@ RECORD_WITHIN = 0.01
 #: claimed-ahead job waits behind slots that are all busy before it is given back.
 HOLD = 0.02
 #: Jobs claimed ahead per slot while jobs are short (the module's rules).
-PREFETCH_PER_SLOT = 4
+PREFETCH_PER_SLOT = 8
 #: Seconds between tries of the database after it failed (locked, full, failing).
 DB_RETRY = 1.0
 
