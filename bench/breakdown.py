@@ -53,27 +53,37 @@ NO_IMPL = 3
 
 
 class Timer:
-    """Nanoseconds spent in wrapped callables, by part; a call inside a timed call is not timed again."""
+    """Nanoseconds spent in wrapped callables, by part; a call inside a timed call is not timed again.
+
+    `ns` is wall time by part; `store_cpu_ns` the CPU time of this thread within the store's calls
+    (the client's share of them: SQLite's work, psycopg's Python and libpq; not the server's).
+    """
 
     def __init__(self):
-        self.ns = dict.fromkeys(PARTS[:-1], 0)
+        self.reset()
         self._inside = False
 
     def reset(self) -> None:
         """Forget what was timed so far (the worker's construction is not the drain's)."""
-        self.ns = dict.fromkeys(self.ns, 0)
+        self.ns = dict.fromkeys(PARTS[:-1], 0)
+        self.store_cpu_ns = 0
 
     def wrap(self, fn, part: str):
         """`fn` with its calls' nanoseconds added to `part`."""
+        cpu = part == "store"
+
         @functools.wraps(fn)
         def timed(*args, **kwargs):
             if self._inside:
                 return fn(*args, **kwargs)
             self._inside = True
-            start = time.perf_counter_ns()
+            start = time.perf_counter_ns()  # the CPU clock's reads nest inside the wall clock's
+            cpu_start = time.thread_time_ns() if cpu else 0
             try:
                 return fn(*args, **kwargs)
             finally:
+                if cpu:
+                    self.store_cpu_ns += time.thread_time_ns() - cpu_start
                 self.ns[part] += time.perf_counter_ns() - start
                 self._inside = False
 
@@ -182,8 +192,9 @@ def quiet_logging() -> None:
 def drain_once(db: str, n: int, count: int, instrument: bool) -> dict:
     """Drain n new `true` jobs with an in-process worker; its wall time and parts in nanoseconds.
 
-    Returns {"wall_ns", "spawn_ns", "wait_ns", "store_ns", "statements"} (the parts and the
-    statement count only if `instrument`; statements None where no connection was found).
+    Returns {"wall_ns", "cpu_ns" (this process's, user and system), "spawn_ns", "wait_ns",
+    "store_ns", "store_cpu_ns", "statements"} (the parts and the statement count only if
+    `instrument`; statements None where no connection was found).
     """
     from queuectl.worker import Worker
 
@@ -202,9 +213,11 @@ def drain_once(db: str, n: int, count: int, instrument: bool) -> dict:
         if counter is not None:
             counter.count = 0
         start = time.perf_counter_ns()
+        cpu_start = time.process_time_ns()
         code = worker.run()
+        cpu = time.process_time_ns() - cpu_start
         wall = time.perf_counter_ns() - start
-        parts = dict(timer.ns)  # before close(), which is a store call too but not the drain's
+        parts = dict(timer.ns, store_cpu=timer.store_cpu_ns)  # before close(), a store call but not the drain's
         statements = None if counter is None else counter.count
     finally:
         store.close()
@@ -215,7 +228,7 @@ def drain_once(db: str, n: int, count: int, instrument: bool) -> dict:
                                (prefix + "%",)).fetchone()[0]
     if done != n:
         raise RuntimeError(f"drained {done} of {n}")
-    out = {"wall_ns": wall}
+    out = {"wall_ns": wall, "cpu_ns": cpu}
     if instrument:
         out.update({f"{part}_ns": ns for part, ns in parts.items()})
         out["statements"] = statements
@@ -223,11 +236,17 @@ def drain_once(db: str, n: int, count: int, instrument: bool) -> dict:
 
 
 def per_job(drain: dict, n: int) -> dict:
-    """One instrumented drain as microseconds per job (rounded to 0.01); rest = total - the parts."""
+    """One instrumented drain as microseconds per job (rounded to 0.01); rest = total - the parts.
+
+    Beside the parts (wall time): store_cpu, the CPU time within the store's calls, and cpu, the
+    worker process's whole CPU time (user and system; not its jobs', not the server's).
+    """
     parts_ns = {part: drain[f"{part}_ns"] for part in PARTS[:-1]}
     parts_ns["rest"] = drain["wall_ns"] - sum(parts_ns.values())
     row = {f"{part}_us": round(ns / n / 1000, 2) for part, ns in parts_ns.items()}
     row["total_us"] = round(drain["wall_ns"] / n / 1000, 2)
+    row["store_cpu_us"] = round(drain["store_cpu_ns"] / n / 1000, 2)
+    row["cpu_us"] = round(drain["cpu_ns"] / n / 1000, 2)
     row["statements_per_job"] = None if drain["statements"] is None else round(drain["statements"] / n, 2)
     return row
 
@@ -310,16 +329,20 @@ def breakdown(tmp: Path, server, ceiling: dict, n: int, rounds: int) -> dict:
 
 def table(result: dict) -> list[str]:
     """The breakdown as printed lines: a row per engine, count and psycopg implementation."""
-    head = ("engine", "count", "spawn", "wait", "store", "rest", "total", "stmts", "ceiling", "overhead")
-    lines = [f"breakdown: microseconds per job, {result['jobs']:,} `true` jobs, median of {result['rounds']}"
-             " round(s); stmts: statements (SQLite) or round trips (PostgreSQL) per job; overhead: the"
-             " timed drain's rate over an untimed one"]
+    head = ("engine", "count", "spawn", "wait", "store", "rest", "total", "stmts", "ceiling", "store-cpu", "cpu",
+            "overhead")
+    lines = [f"breakdown: microseconds per job, an in-process worker draining {result['jobs']:,} `true` jobs"
+             f" (median of {result['rounds']} round(s))",
+             "  spawn + wait + store + rest = total (wall time); stmts: statements (SQLite) or round trips"
+             " (PostgreSQL) per job",
+             "  ceiling: the spawn ceiling's; store-cpu / cpu: the worker's CPU time in store calls / in all;"
+             " overhead: timed rate / untimed rate"]
     cells = [head]
     for r in result["rows"]:
         engine = r["engine"] if r["impl"] is None else f"pg/{r['impl']}"
         stmts = "n/a" if r["statements_per_job"] is None else f"{r['statements_per_job']:.1f}"
         cells.append((engine, str(r["count"]), *(f"{r[f'{p}_us']:.0f}" for p in (*PARTS, "total")), stmts,
-                      f"{r['ceiling_us']:.0f}", f"{r['overhead']:.2f}"))
+                      f"{r['ceiling_us']:.0f}", f"{r['store_cpu_us']:.0f}", f"{r['cpu_us']:.0f}", f"{r['overhead']:.2f}"))
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     lines += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cell, widths)))
               for cell in cells]
