@@ -18,6 +18,10 @@ run starts (tests/pgserver.py) with a real server's durability: fsync and synchr
 Without the server's binaries or psycopg (or with --no-postgresql) one line says why those figures
 are skipped, and the SQLite ones are reported all the same.
 
+7. breakdown (bench/breakdown.py): where a job's time goes in an in-process worker's drain of (2)'s
+   jobs, on each engine and psycopg implementation: spawn, wait, store and the rest, in
+   microseconds per job, beside the spawn ceiling's.
+
 Each figure is the median of several rounds. --smoke shrinks every size so the suite can run it.
 """
 
@@ -370,6 +374,14 @@ def server_info(server) -> dict:
     return info
 
 
+def psycopg_info() -> dict:
+    """The psycopg that the commands import here: its version, implementation (psycopg.pq.__impl__:
+    "c", "binary" or "python", the first that imports unless PSYCOPG_IMPL names one) and libpq's version."""
+    import psycopg
+
+    return {"version": psycopg.__version__, "impl": psycopg.pq.__impl__, "libpq": psycopg.pq.version()}
+
+
 def _terminate(signum, frame):
     raise SystemExit(128 + signum)  # so that a `kill` still removes the server and the temporary files
 
@@ -390,7 +402,8 @@ def main() -> None:
             postgres_server(not args.no_postgresql) as (server, skipped):
         tmp = Path(tmpdir)
         # Each PostgreSQL figure is measured right after its SQLite counterpart, in a new database.
-        pg = out["postgresql"] = {"skipped": skipped} if server is None else {"server": server_info(server)}
+        pg = out["postgresql"] = {"skipped": skipped} if server is None else {"server": server_info(server),
+                                                                                    "psycopg": psycopg_info()}
         ceiling = {c: median_of(r, lambda: spawn_rate(size["spawn"], c)) for c in (1, 2)}
         out["spawn_per_s"] = ceiling
         empty = str(tmp / "empty.db")
@@ -409,6 +422,9 @@ def main() -> None:
             pg["drain_per_s"] = pg_drains
             pg["drain_ratio"] = {c: pg_drains[c] / ceiling[c] for c in (1, 2)}
             pg["drain_vs_sqlite"] = {c: pg_drains[c] / drains[c] for c in (1, 2)}
+        import breakdown  # here: it imports this file as `run`
+
+        out["breakdown"] = breakdown.breakdown(tmp, server, ceiling, size["drain"], r)
         out["pickup"] = pickup(str(tmp / "pickup.db"), size["pickup"], size["idle"])
         if server:
             pg["pickup"] = pickup(server.create_database("pickup"), size["pickup"], size["idle"])
@@ -466,16 +482,20 @@ def report(out: dict) -> None:
         print(f"{name:<{width}}  {value:<26} {ratio}")
     if "skipped" in pg:
         print(f"PostgreSQL figures skipped: {pg['skipped']}")
+    import breakdown
+
+    print("\n".join(breakdown.table(out["breakdown"])))
 
 
 def postgres_rows(out: dict) -> list[tuple[str, str, str]]:
     """The summary's PostgreSQL lines: each figure beside SQLite's of the same run."""
-    pg, v = out["postgresql"], out["postgresql"]["server"]
+    pg, v, psy = out["postgresql"], out["postgresql"]["server"], out["postgresql"]["psycopg"]
     d, p, f, s = pg["drain_per_s"], pg["pickup"], pg["enqueue_file"], pg["scale"]
     sp, ss = out["pickup"], out["scale"]
     return [
         (f"PostgreSQL {v['server_version']}", f"fsync {v['fsync']}",
-         f"synchronous_commit {v['synchronous_commit']}, shared_buffers {v['shared_buffers']}"),
+         f"synchronous_commit {v['synchronous_commit']}, shared_buffers {v['shared_buffers']}; psycopg"
+         f" {psy['version']} ({psy['impl']} implementation, libpq {psy['libpq']})"),
         *((f"pg: drain --count {c}", f"{d[c]:.0f} jobs/s",
            f"{pg['drain_ratio'][c]:.2f} of ceiling; {pg['drain_vs_sqlite'][c]:.2f}x SQLite's {out['drain_per_s'][c]:.0f}")
           for c in (1, 2)),

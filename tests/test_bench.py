@@ -1,5 +1,6 @@
 """The benchmark runs end to end at tiny sizes (so it cannot rot); it reports, it does not gate."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -31,11 +32,20 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
 
     pg = results["postgresql"]
     why = "--no-postgresql given" if no_postgres else PgServer.missing()
+    rows = check_breakdown(results["breakdown"], r.stdout, results["sizes"]["drain"])
+    assert [(row["engine"], row["count"]) for row in rows if row["engine"] == "sqlite"] == [("sqlite", 1), ("sqlite", 2)]
     if why is not None:
+        assert [row for row in rows if row["engine"] != "sqlite"] == []
         assert pg == {"skipped": why}
         assert f"PostgreSQL figures skipped: {why}" in r.stdout.splitlines()
         return
     assert "skipped" not in pg, pg
+    assert pg["psycopg"]["impl"] in ("python", "binary", "c") and pg["psycopg"]["version"]
+    # One pair of PostgreSQL rows per psycopg implementation that imports here, each run under PSYCOPG_IMPL.
+    here = ["python", *(impl for impl in ("binary", "c") if importlib.util.find_spec(f"psycopg_{impl}"))]
+    assert [(row["impl"], row["count"]) for row in rows if row["engine"] == "postgresql"] == [
+        (impl, c) for impl in here for c in (1, 2)]
+    assert sorted(results["breakdown"]["psycopg_missing"]) == sorted({"python", "binary", "c"} - set(here))
     server = pg["server"]
     assert (server["fsync"], server["synchronous_commit"], server["full_page_writes"]) == ("on", "on", "on")
     assert all(v > 0 for v in pg["drain_per_s"].values())
@@ -48,3 +58,24 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     assert min(scale["drain_ratio"], scale["status_ratio"], scale["list_ratio"], scale["status_vs_sqlite"]) > 0
     for line in ("pg: drain --count 2", "pg: pickup latency", "pg: enqueue --file", "pg: status / list"):
         assert line in r.stdout, line
+
+
+def check_breakdown(breakdown: dict, stdout: str, jobs: int) -> list[dict]:
+    """The breakdown's rows: parts non-negative that add up to the total (to rounding), printed as a table."""
+    assert breakdown["jobs"] == jobs and breakdown["rounds"] >= 1
+    rows = breakdown["rows"]
+    lines = stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:7] == ["engine", "count", "spawn", "wait",
+                                                                             "store", "rest", "total"])
+    printed = lines[header + 1:header + 1 + len(rows)]
+    for row, line in zip(rows, printed, strict=True):
+        parts = [row[f"{part}_us"] for part in ("spawn", "wait", "store", "rest")]
+        assert min(parts) >= 0, row
+        assert abs(sum(parts) - row["total_us"]) <= 0.03, row  # four parts and the total, each to 0.01 µs
+        assert row["total_us"] > 0 and row["ceiling_us"] > 0 and row["overhead"] > 0
+        # One thread: its CPU time within the store's calls, and in all, is no more than their wall time.
+        assert 0 <= row["store_cpu_us"] <= row["store_us"] + 0.01 and 0 < row["cpu_us"] <= row["total_us"] + 0.01, row
+        assert row["statements_per_job"] >= 1, row  # the claim and the finish at least: the counter saw them
+        engine = row["engine"] if row["impl"] is None else f"pg/{row['impl']}"
+        assert line.split()[:3] == [engine, str(row["count"]), f"{row['spawn_us']:.0f}"], line
+    return rows
