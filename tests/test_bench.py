@@ -75,7 +75,7 @@ def check_breakdown(breakdown: dict, stdout: str, jobs: int) -> list[dict]:
         assert row["total_us"] > 0 and row["ceiling_us"] > 0 and row["overhead"] > 0
         # One thread: its CPU time within the store's calls, and in all, is no more than their wall time.
         assert 0 <= row["store_cpu_us"] <= row["store_us"] + 0.01 and 0 < row["cpu_us"] <= row["total_us"] + 0.01, row
-        assert row["statements_per_job"] >= 1, row  # the claim and the finish at least: the counter saw them
+        assert row["statements_per_job"] > 0, row  # the counter saw them (batched exchanges: fewer than 1 per job)
         engine = row["engine"] if row["impl"] is None else f"pg/{row['impl']}"
         assert line.split()[:3] == [engine, str(row["count"]), f"{row['spawn_us']:.0f}"], line
     return rows
