@@ -25,7 +25,9 @@ psycopg 3 is imported here only: SQLite users need not install it.
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
 import re
 import select
 import time
@@ -399,15 +401,16 @@ class PostgresStore(SqlStore):
             f"WITH w AS (SELECT id FROM workers WHERE id = ?{self.FOR_SHARE}),"
             " run AS (UPDATE jobs j SET attempts = j.attempts + u.inc, started_at = coalesce(u.started_at, j.started_at),"
             " pgid = coalesce(u.pgid, j.pgid), pgid_start = coalesce(u.pgid_start, j.pgid_start)"
-            " FROM w, unnest(?::text[], ?::int[], ?::float8[], ?::int[], ?::bigint[]) AS u(id, inc, started_at, pgid,"
-            " pgid_start) WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing' RETURNING j.seq),"
+            " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, pgid int, pgid_start bigint)"
+            " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing' RETURNING j.seq),"
             " ok AS (UPDATE jobs j SET state = 'completed', attempts = j.attempts + u.inc,"
             " started_at = coalesce(u.started_at, j.started_at), updated_at = ?, finished_at = least(u.ended_at, ?),"
             " exit_code = u.exit_code, last_error = NULL, worker_id = NULL, pgid = NULL, pgid_start = NULL"
-            " FROM w, unnest(?::text[], ?::int[], ?::float8[], ?::float8[], ?::int[], ?::bytea[], ?::bytea[])"
-            " AS u(id, inc, started_at, ended_at, exit_code, stdout, stderr)"
+            " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, ended_at float8,"
+            " exit_code int, stdout text, stderr text)"
             " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing'"
-            " RETURNING j.id, j.seq, j.attempts, u.stdout, u.stderr),"
+            " RETURNING j.id, j.seq, j.attempts, decode(u.stdout, 'base64') AS stdout,"
+            " decode(u.stderr, 'base64') AS stderr),"
             " outs AS (INSERT INTO job_output (seq, stdout, stderr) SELECT seq, stdout, stderr FROM ok"
             " WHERE length(stdout) > 0 OR length(stderr) > 0"
             " ON CONFLICT (seq) DO UPDATE SET stdout = excluded.stdout, stderr = excluded.stderr),"
@@ -423,14 +426,16 @@ class PostgresStore(SqlStore):
             " SELECT (SELECT count(*) FROM w) AS alive, (SELECT array_agg(id) FROM ok) AS completed, c.*"
             " FROM (SELECT 1) AS one LEFT JOIN claimed c ON true")
         ended = ex.ended
+        # The batch goes as JSON (one parameter each, which psycopg sends as text, where arrays cost it
+        # a dumper per element); output as base64.
         values = (
             worker_id,
-            [r.job_id for r in running], [int(r.started_at is not None) for r in running],
-            [r.started_at for r in running], [r.pgid for r in running], [r.pgid_start for r in running],
+            json.dumps([{"id": r.job_id, "inc": int(r.started_at is not None), "started_at": r.started_at,
+                         "pgid": r.pgid, "pgid_start": r.pgid_start} for r in running]),
             now.wall, now.wall,
-            [o.job_id for o in ended], [int(o.started_at is not None) for o in ended], [o.started_at for o in ended],
-            [now.wall if o.ended_at is None else o.ended_at for o in ended], [o.exit_code for o in ended],
-            [o.stdout or b"" for o in ended], [o.stderr or b"" for o in ended],
+            json.dumps([{"id": o.job_id, "inc": int(o.started_at is not None), "started_at": o.started_at,
+                         "ended_at": now.wall if o.ended_at is None else o.ended_at, "exit_code": o.exit_code,
+                         "stdout": _b64(o.stdout), "stderr": _b64(o.stderr)} for o in ended]),
             now.wall, now.wall, release,
             *params, max(ex.claim, 0), worker_id, now.wall)
         with self._errors():
@@ -527,6 +532,10 @@ def _parse(uri: str) -> dict:
         except UnicodeDecodeError:  # psycopg decodes libpq's percent-decoded values as UTF-8
             why = "a percent-encoded value is not UTF-8 text"
     raise InvalidInput(f"not a valid PostgreSQL URI: {why}")
+
+
+def _b64(data: bytes | None) -> str:
+    return base64.b64encode(data).decode("ascii") if data else ""
 
 
 def _first_line(error: Exception) -> str:
