@@ -389,7 +389,7 @@ class Worker:
         if not stopping and len(self.runner.running) + len(self.reserve) < self.slots:
             due = min(due, self._claim_at)
         if self.reserve and self.runner.running and len(self.runner.running) >= self.slots:
-            due = min(due, min(p.started for p in self.runner.running.values()) + HOLD)
+            due = min(due, max(p.started for p in self.runner.running.values()) + HOLD)  # all busy HOLD s
         return max(0.0, due - now)
 
     def _done(self, stopping: bool) -> bool:
