@@ -144,17 +144,17 @@ class Statements:
 def connections(store) -> list:
     """The database connections among the store's attributes and their attributes, by duck type."""
     found, seen = [], set()
-    layer = list(vars(store).values())
+    layer = list(getattr(store, "__dict__", {}).values())
     for _ in range(2):
         nested = []
         for value in layer:
-            if id(value) in seen:
+            if id(value) in seen or inspect.isroutine(value) or isinstance(value, type):
                 continue
             seen.add(id(value))
             if isinstance(value, sqlite3.Connection) or (hasattr(value, "pgconn") and callable(getattr(value, "wait", None))):
                 found.append(value)
-            elif hasattr(value, "__dict__") and not isinstance(value, type):
-                nested.extend(vars(value).values())
+            else:
+                nested.extend(getattr(value, "__dict__", {}).values())
         layer = nested
     return found
 
