@@ -222,6 +222,7 @@ class Worker:
         self._cancelling: set[str] = set()
         self._last_beat: Instant | None = None
         self._db_failing_since: float | None = None  # monotonic time of the first failed write of an outage
+        self._grace_given = False  # the other workers got their grace after this outage (_grant_grace)
         self._db_error_logged = (None, 0.0)  # (message, monotonic time) of the last one logged
         self._unregistered_stop = False  # stopped while the database failed: the registration stays
         self._listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
@@ -334,6 +335,7 @@ class Worker:
             claim = self._claim_wanted(now, stopping)
             if claim or now >= self.ledger.due(now, self._batching()):
                 self._exchange(now, claim)
+                self._database_works()  # the held results are in: claimed jobs may start again
                 self._start_reserved(now)
             if not stopping and self.retention.due(now):
                 self.retention.run(self.store, self.worker_id, self.config, self.now())
@@ -522,7 +524,8 @@ class Worker:
             return False
         self.notifier.watchdog()  # after the database took the heartbeat
         self._look_for_cancels = True
-        self._database_works()  # before the watch below: after an outage, every other worker gets its grace
+        if self._db_failing_since is not None:
+            self._grant_grace(now)  # before the watch below: after an outage, every other worker gets its grace
         self._note_gap(now)
         self._listen()
         self._reload_settings()
@@ -583,7 +586,7 @@ class Worker:
         """
         mono = self.monotonic()
         if self._db_failing_since is None:
-            self._db_failing_since = mono
+            self._db_failing_since, self._grace_given = mono, False
         if isinstance(error, DatabaseUnavailable):
             self.notifier.watchdog()
         message, logged_at = self._db_error_logged
@@ -608,9 +611,15 @@ class Worker:
             return
         now = self.now()
         log.warning("the database takes writes again after %.1f s", now.mono - self._db_failing_since)
-        self.recovery.watch.writes_resumed(now)
+        self._grant_grace(now)
         self._db_failing_since = None
         self._db_error_logged = (None, 0.0)
+
+    def _grant_grace(self, now: Instant) -> None:
+        """Give every other worker stale-after from `now` to beat again, once per outage."""
+        if not self._grace_given:
+            self.recovery.watch.writes_resumed(now)
+            self._grace_given = True
 
     def _beat_interval(self) -> float:
         """Seconds to the next heartbeat: heartbeat-interval, or less when systemd's watchdog needs pings."""
