@@ -120,7 +120,7 @@ def test_one_exchange_is_one_transaction_and_a_worker_gone_changes_nothing(store
     assert runs(store) == {}
 
 
-def test_a_claim_takes_no_more_than_asked_and_the_idle_poll_writes_nothing(store):
+def test_a_claim_takes_no_more_than_asked_and_none_from_a_paused_queue(store):
     for i in range(5):
         add(store, id=f"j{i}")
     w = register(store)

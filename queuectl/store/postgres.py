@@ -40,9 +40,9 @@ from queuectl.clock import Instant, instant
 from queuectl.dburi import redact, uri_error
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
-from queuectl.models import Job, JobState
+from queuectl.models import JobState
 from queuectl.store.base import WorkerGone
-from queuectl.store.sql import _JOB_COLUMNS, _RELEASED, SqlStore
+from queuectl.store.sql import _JOB_COLUMNS, _RELEASED, SqlStore, claimed_jobs
 
 try:
     import psycopg
@@ -372,15 +372,8 @@ class PostgresStore(SqlStore):
     # -- claims, wake-ups, maintenance ---------------------------------------------------------
 
     def _claim_rows(self, c, worker_id: int, where: str, params: list, limit: int, now: Instant) -> list:
-        cols = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
-        return c.execute(
-            f"WITH picked AS (SELECT seq FROM jobs WHERE {where} ORDER BY priority DESC, run_at, seq"
-            f" LIMIT ? FOR UPDATE SKIP LOCKED)"
-            f" UPDATE jobs j SET state = 'processing', worker_id = ?,"
-            f" started_at = NULL, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
-            f" FROM picked WHERE j.seq = picked.seq RETURNING {cols}",
-            (*params, limit, worker_id, now.wall),
-        ).fetchall()
+        return c.execute(f"WITH {_claim_ctes(where)} SELECT * FROM claimed",
+                         (*params, limit, worker_id, now.wall)).fetchall()
 
     def exchange(self, worker_id, ex, queues, now, config=None):
         """SqlStore.exchange; when every ended job succeeded and none is requeued (the hot path), in one
@@ -396,7 +389,6 @@ class PostgresStore(SqlStore):
         running = [r for r in ex.running if r.job_id not in ended_ids]
         release = [j for j in ex.release if j not in ended_ids and j not in {r.job_id for r in running}]
         where, params = self._ready_filter(queues, now)
-        cols = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
         sql = (
             f"WITH w AS (SELECT id FROM workers WHERE id = ?{self.FOR_SHARE}),"
             " run AS (UPDATE jobs j SET attempts = j.attempts + u.inc, started_at = coalesce(u.started_at, j.started_at),"
@@ -419,10 +411,7 @@ class PostgresStore(SqlStore):
             f" rel AS (UPDATE jobs j SET {_RELEASED}, updated_at = ?"
             " FROM w WHERE j.id = ANY(?::text[]) AND j.worker_id = w.id AND j.state = 'processing'"
             " AND j.started_at IS NULL),"
-            f" picked AS (SELECT seq FROM jobs WHERE {where} AND EXISTS (SELECT 1 FROM w)"
-            " ORDER BY priority DESC, run_at, seq LIMIT ? FOR UPDATE SKIP LOCKED),"
-            " claimed AS (UPDATE jobs j SET state = 'processing', worker_id = ?, started_at = NULL, updated_at = ?,"
-            f" finished_at = NULL, exit_code = NULL, pgid = NULL FROM picked WHERE j.seq = picked.seq RETURNING {cols})"
+            f" {_claim_ctes(f'{where} AND EXISTS (SELECT 1 FROM w)')}"
             " SELECT (SELECT count(*) FROM w) AS alive, (SELECT array_agg(id) FROM ok) AS completed, c.*"
             " FROM (SELECT 1) AS one LEFT JOIN claimed c ON true")
         ended = ex.ended
@@ -443,8 +432,7 @@ class PostgresStore(SqlStore):
         if not rows[0]["alive"]:
             raise WorkerGone(f"worker #{worker_id} is no longer registered")
         completed = set(rows[0]["completed"] or ())
-        jobs = [Job.from_row(r) for r in rows if r["seq"] is not None]
-        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.seq))
+        jobs = claimed_jobs(r for r in rows if r["seq"] is not None)
         return [JobState.COMPLETED if o.job_id in completed else None for o in ended], jobs
 
     def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:
@@ -532,6 +520,21 @@ def _parse(uri: str) -> dict:
         except UnicodeDecodeError:  # psycopg decodes libpq's percent-decoded values as UTF-8
             why = "a percent-encoded value is not UTF-8 text"
     raise InvalidInput(f"not a valid PostgreSQL URI: {why}")
+
+
+def _claim_ctes(where: str) -> str:
+    """The CTEs `picked` and `claimed` of a claim: `picked` takes the ready jobs matching `where` in
+    claim order, `LIMIT ? FOR UPDATE SKIP LOCKED` (the CTE keeps the planner from claiming more);
+    `claimed` moves them to processing for a worker (parameters after `where`'s: limit, worker id,
+    now) and returns their columns. A claim counts no attempt (see SqlStore.exchange)."""
+    return (f"picked AS (SELECT seq FROM jobs WHERE {where} ORDER BY priority DESC, run_at, seq"
+            " LIMIT ? FOR UPDATE SKIP LOCKED),"
+            " claimed AS (UPDATE jobs j SET state = 'processing', worker_id = ?, started_at = NULL, updated_at = ?,"
+            f" finished_at = NULL, exit_code = NULL, pgid = NULL FROM picked WHERE j.seq = picked.seq"
+            f" RETURNING {_RETURNED})")
+
+
+_RETURNED = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
 
 
 def _b64(data: bytes | None) -> str:

@@ -224,10 +224,7 @@ class SqlStore:
 
     def _claim(self, c, worker_id: int, queues: Sequence[str], limit: int, now: Instant) -> list[Job]:
         where, params = self._ready_filter(queues, now)
-        rows = self._claim_rows(c, worker_id, where, params, limit, now)
-        jobs = [Job.from_row(r) for r in rows]
-        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.seq))
-        return jobs
+        return claimed_jobs(self._claim_rows(c, worker_id, where, params, limit, now))
 
     def _any_ready(self, queues: Sequence[str], now: Instant) -> bool:
         return self._exists_ready(*self._ready_filter(queues, now))
@@ -750,6 +747,11 @@ class SqlStore:
             )
         return value
 
+
+
+def claimed_jobs(rows) -> list[Job]:
+    """Jobs from claimed rows, in claim order (priority, then run_at, then enqueue order)."""
+    return sorted((Job.from_row(r) for r in rows), key=lambda j: (-j.priority, j.run_at, j.seq))
 
 
 def _finished_filter(state: str, before: float, queue: str | None) -> tuple[str, list]:
