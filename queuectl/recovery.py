@@ -9,11 +9,12 @@ by queuectl.liveness:
   once when the holder goes);
 - a suspect worker (old by its recorded heartbeat, not yet silent long enough here) keeps
   its jobs for now.
-Before a lost worker's jobs are given back, what is left of them on this host is killed
-(their process groups, if still the recorded ones; an unrecorded group is found by the
-QUEUECTL_JOB_ID and QUEUECTL_ATTEMPT in its processes' environment), so that two copies of
-a job never run at once; a worker whose leftovers cannot all be killed from here keeps its
-jobs. The store's `recover` checks, in its transaction, that the worker did not beat since
+Before a lost worker's jobs are given back, what is left of them on this host is killed, so
+that two copies of a job never run at once: their process groups, if still the recorded
+ones; a group never recorded is found by the QUEUECTL_JOB_ID and QUEUECTL_WORKER_ID in its
+processes' environment (the lost worker's: a copy that another worker started since is
+never taken for its leftover). A worker whose leftovers cannot all be killed from here keeps
+its jobs. The store's `recover` checks, in its transaction, that the worker did not beat since
 it was judged. A recovered job whose start was recorded counts a failed attempt ("worker
 lost") and follows the retry/DLQ rule; one claimed and never recorded as started goes back
 to pending with no attempt counted.
@@ -133,9 +134,11 @@ def kill_local(jobs: Sequence[JobProcess]) -> bool:
             return _held(j.job_id, "its worker was another user's and its process group was never recorded")
         else:
             # Never recorded (its worker died within RECORD_AFTER of starting it, or before it
-            # started at all): find this attempt's processes by their environment.
+            # started at all): find the processes this worker started for the job by their
+            # environment. Not by attempt: a job given back unstarted runs its next copy, perhaps
+            # already started by another worker, under the same attempt number.
             groups[j.job_id] = sorted(procs.groups_with_env(
-                b"QUEUECTL_JOB_ID=" + j.job_id.encode(), b"QUEUECTL_ATTEMPT=%d" % j.attempt))
+                b"QUEUECTL_JOB_ID=" + j.job_id.encode(), b"QUEUECTL_WORKER_ID=%d" % j.worker_id))
     for job_id, pgids in groups.items():
         for pgid in pgids:
             try:

@@ -474,7 +474,7 @@ class Worker:
         timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
         attempt = job.attempts + 1
         env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
-                             "QUEUECTL_QUEUE": job.queue})
+                             "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id)})
         proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
         self.ledger.started(job.id, proc, self.clock())
         # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO

@@ -87,8 +87,8 @@ def test_recovery_gives_back_unstarted_jobs_without_an_attempt_and_fails_started
     store.exchange(dead, Exchange(claim=3), [], NOW)
     store.exchange(dead, Exchange(running=[Running("started", NOW)]), [], NOW)
     store.cancel(["unstarted-cancelled"], NOW)
-    assert {j.job_id: (j.started, j.attempt) for j in store.worker_jobs(dead)} == {
-        "started": (True, 1), "unstarted": (False, 1), "unstarted-cancelled": (False, 1)}
+    assert {j.job_id: (j.started, j.attempts) for j in store.worker_jobs(dead)} == {
+        "started": (True, 1), "unstarted": (False, 0), "unstarted-cancelled": (False, 0)}
     seen = store.worker_by_name("w1").seen
     assert dict(store.recover(dead, seen, NOW + 100)) == {
         "started": JobState.FAILED, "unstarted": JobState.PENDING, "unstarted-cancelled": JobState.CANCELLED}

@@ -589,7 +589,9 @@ def test_worker_stop_stops_every_local_worker(db, run_cli, store, workers, tmp_p
 def test_worker_stop_by_name_unknown_name_and_timeout(db, run_cli, store, workers, tmp_path):
     configure(run_cli)
     enqueue(run_cli, id="short", queue="qa", command=f"echo started > {safe_path(tmp_path / 'a')}; sleep 1")
-    enqueue(run_cli, id="long", queue="qb", command=f"echo started > {safe_path(tmp_path / 'b')}; sleep 5")
+    release = safe_path(tmp_path / "release")  # the long job runs until the test says (no race with a slow machine)
+    enqueue(run_cli, id="long", queue="qb",
+            command=f"echo started > {safe_path(tmp_path / 'b')}; until [ -e {release} ]; do sleep 0.05; done")
     w1 = workers.start("--name", "w1", "--queue", "qa")
     w2 = workers.start("--name", "w2", "--queue", "qb")
     until(lambda: (tmp_path / "a").exists() and (tmp_path / "b").exists(), "both jobs to start", procs=[w1, w2])
@@ -617,6 +619,7 @@ def test_worker_stop_by_name_unknown_name_and_timeout(db, run_cli, store, worker
     assert r.returncode == 1 and w2.poll() is None
     assert store.get_job("long").state == JobState.PROCESSING
     assert "second stop request" not in WorkerProcs.output(w2)
+    (tmp_path / "release").touch()
     assert wait_exit(w2) == 0
     job = store.get_job("long")
     assert job.state == JobState.COMPLETED and job.attempts == 1

@@ -124,11 +124,6 @@ class JobProcess:
     uid: int | None = None  # its worker's effective uid
     started: bool = True  # False: claimed and its start never recorded (its run would be attempt attempts + 1)
 
-    @property
-    def attempt(self) -> int:
-        """The attempt number its processes carry in QUEUECTL_ATTEMPT."""
-        return self.attempts if self.started else self.attempts + 1
-
 
 def due_on_monotonic(now: Instant, delay: float | None) -> tuple[str | None, float | None]:
     """Return (due_boot, due_mono) for a wait of `delay` seconds from `now`; Nones without a monotonic reading."""

@@ -39,6 +39,15 @@ class RunLog:
         return [{"id": i, "command": self.command(f"0.{rng.randrange(max_ms + 1):03d}" if max_ms else "0.01")}
                 for i in ids]
 
+    def story(self, job_ids: list[str], logs: dict[str, str]) -> str:
+        """What the run log and the workers' `logs` (name -> output) say of `job_ids`: for a failure message."""
+        wanted = set(job_ids)
+        lines = self.path.read_text().splitlines() if self.path.exists() else []
+        told = [line for line in lines if line.split(" ", 1)[0] in wanted]
+        told += [f"{name}: {line}" for name, text in logs.items()
+                 for line in text.splitlines() if any(j in line for j in wanted)]
+        return "\n".join(told)
+
     def read(self) -> "Runs":
         runs = Runs()
         if not self.path.exists():

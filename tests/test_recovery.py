@@ -1,0 +1,76 @@
+"""What a recovery kills before it gives a lost worker's jobs back (queuectl.recovery.kill_local),
+with real process groups on this host."""
+
+import os
+import signal
+
+import pytest
+
+from queuectl import procs
+from queuectl.recovery import kill_local
+from queuectl.runner import spawn
+from queuectl.store import Exchange, Running
+from test_processes import live_members
+from test_store import NOW, add, register
+
+
+def local_worker(store, name: str) -> int:
+    """Register a worker of this host whose process is gone (pid 0 never names a process)."""
+    return register(store, name, host=procs.hostname(), boot_id=procs.boot_id(), pid_ns=procs.pid_namespace(),
+                    pid=0, pid_start=0)
+
+
+@pytest.fixture
+def groups():
+    """Start `exec sleep 60` in a session of its own with the given QUEUECTL_* variables; return its pgid."""
+    started = []
+
+    def start(**env) -> int:
+        pid, out, err = spawn("exec sleep 60", None, {"PATH": os.environ["PATH"], **env})
+        os.close(out)
+        os.close(err)
+        started.append(pid)
+        return pid
+
+    yield start
+    for pid in started:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+
+
+def test_a_group_never_recorded_is_found_by_the_lost_workers_id_and_a_copy_another_worker_started_is_spared(
+        store, groups):
+    add(store, id="x")
+    lost = local_worker(store, "lost")
+    store.exchange(lost, Exchange(claim=1), [], NOW)  # claimed; no start, no group recorded
+    leftover = groups(QUEUECTL_JOB_ID="x", QUEUECTL_ATTEMPT="1", QUEUECTL_WORKER_ID=str(lost))
+    # A copy of the same job under the same attempt number, as a worker that claimed the job after
+    # another recovery gave it back unstarted would run it: not the lost worker's, never killed.
+    copy = groups(QUEUECTL_JOB_ID="x", QUEUECTL_ATTEMPT="1", QUEUECTL_WORKER_ID=str(lost + 1))
+    other_job = groups(QUEUECTL_JOB_ID="y", QUEUECTL_ATTEMPT="1", QUEUECTL_WORKER_ID=str(lost))
+    [job] = store.worker_jobs(lost)
+    assert (job.job_id, job.pgid, job.started) == ("x", None, False)
+
+    assert kill_local([job]) is True
+    assert live_members(leftover) == []
+    assert live_members(copy) == [copy] and live_members(other_job) == [other_job]
+
+
+def test_a_recorded_group_is_killed_and_one_whose_leader_pid_was_reused_is_not(store, groups):
+    add(store, id="a")
+    add(store, id="b")
+    lost = local_worker(store, "lost")
+    store.exchange(lost, Exchange(claim=2), [], NOW)
+    running = groups(QUEUECTL_JOB_ID="a", QUEUECTL_WORKER_ID=str(lost))
+    reused = groups(QUEUECTL_JOB_ID="b", QUEUECTL_WORKER_ID=str(lost))
+    store.exchange(lost, Exchange(running=[
+        Running("a", NOW, running, procs.process_start_time(running)),
+        Running("b", NOW, reused, procs.process_start_time(reused) - 1),  # another process had the pid then
+    ]), [], NOW)
+
+    assert kill_local(store.worker_jobs(lost)) is True
+    assert live_members(running) == []
+    assert live_members(reused) == [reused]
