@@ -58,6 +58,7 @@ class Watch:
 
     def __init__(self):
         self._seen: dict[int, tuple[tuple, float, bool]] = {}  # id -> (WorkerInfo.seen, when first seen, changed)
+        self._dead: dict[int, float] = {}  # id -> when first found dead (monotonic)
         self._trusted_from = float("-inf")
 
     def writes_resumed(self, now: Instant) -> None:
@@ -74,6 +75,7 @@ class Watch:
         stale later; its jobs are not recovered yet.
         """
         if owner_alive(w) is False:
+            self._dead.setdefault(w.id, now.mono)
             return DEAD
         mono = now.mono
         seen, first_seen, changed = self._seen.get(w.id, (w.seen, mono, False))
@@ -88,7 +90,12 @@ class Watch:
             return SUSPECT
         return ALIVE
 
+    def dead_for(self, worker_id: int, now: Instant) -> float:
+        """Seconds since this watcher first found the worker dead (0 if it never did)."""
+        return now.mono - self._dead.get(worker_id, now.mono)
+
     def forget_others(self, worker_ids) -> None:
         """Drop what is remembered of workers not in `worker_ids` (deregistered or recovered)."""
         keep = set(worker_ids)
         self._seen = {k: v for k, v in self._seen.items() if k in keep}
+        self._dead = {k: v for k, v in self._dead.items() if k in keep}

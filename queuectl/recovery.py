@@ -15,7 +15,10 @@ ones; a group never recorded is found by the QUEUECTL_JOB_ID and QUEUECTL_WORKER
 processes' environment (the lost worker's: a copy that another worker started since is
 never taken for its leftover). A worker whose leftovers cannot all be killed from here keeps
 its jobs. The store's `recover` checks, in its transaction, that the worker did not beat since
-it was judged. A recovered job whose start was recorded counts a failed attempt ("worker
+it was judged. A dead worker's jobs whose groups were never recorded are looked for only once
+it has been dead SPAWN_SETTLE seconds: a job started in the instant its worker died may still be
+in exec(2), its environment not yet readable (proc(5): /proc/PID/environ reads empty until the
+kernel has set up the new program, and a child not yet exec'd shows its parent's). A recovered job whose start was recorded counts a failed attempt ("worker
 lost") and follows the retry/DLQ rule; one claimed and never recorded as started goes back
 to pending with no attempt counted.
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -37,6 +41,11 @@ from queuectl.models import JobState, WorkerInfo
 from queuectl.store import JobProcess, Store
 
 log = logging.getLogger("queuectl.worker")
+
+#: Seconds a dead worker's unrecorded process groups are given to finish their exec(2) before a
+#: recovery looks for them by their environment: far beyond the microseconds an exec takes, even
+#: on a loaded machine.
+SPAWN_SETTLE = 0.5
 
 
 @dataclass
@@ -71,7 +80,10 @@ class Recovery:
                 "; workers on several hosts need names of their own, such as queuectl-worker@HOST-1")
             raise Conflict(f"a worker named {name!r} is already running (pid {previous.pid} on"
                            f" {previous.host}){hint}")
-        if not kill_local(self.store.worker_jobs(previous.id)):
+        jobs = self.store.worker_jobs(previous.id)
+        if any(_found_by_environment(j) for j in jobs):
+            time.sleep(SPAWN_SETTLE)  # when it died is not known: as long as a sweep would wait
+        if not kill_local(jobs):
             raise Conflict(f"the previous worker named {name!r} left jobs running that this user cannot"
                            " kill; start it as that user")
         return previous
@@ -92,7 +104,10 @@ class Recovery:
             if verdict == liveness.STALE and leads is None:
                 leads = self.store.take_lease("recovery", worker_id, now, stale_after)
             jobs = self.store.worker_jobs(w.id)
-            if verdict == liveness.SUSPECT or (verdict == liveness.STALE and not leads) or not kill_local(jobs):
+            settling = verdict == liveness.DEAD and self.watch.dead_for(w.id, now) < SPAWN_SETTLE and any(
+                _found_by_environment(j) for j in jobs)
+            if verdict == liveness.SUSPECT or (verdict == liveness.STALE and not leads) or settling \
+                    or not kill_local(jobs):
                 held += sum(1 for j in jobs if not self.queues or j.queue in self.queues)
                 continue
             whose = f"{'dead' if verdict == liveness.DEAD else 'stale'} worker {w.name!r}"
@@ -106,6 +121,11 @@ class Recovery:
         for job_id, state in recovered:
             self.recovered += 1
             log.warning("recovered job %s from %s (worker lost): now %s", job_id, whose, state.value)
+
+
+def _found_by_environment(j: JobProcess) -> bool:
+    """True if a recovery would look for the job's processes on this host by their environment."""
+    return not j.pgid and j.host is not None and procs.is_local(j.host, j.boot_id, j.pid_ns)
 
 
 def _held(job_id: str, why: str) -> bool:

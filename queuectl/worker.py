@@ -25,7 +25,10 @@ give back what it will not run, and claim as many jobs as it has room for. The r
   RECORD_WITHIN seconds while the worker batches, the exchange's own time otherwise. A crash
   before a start is recorded (RECORD_AFTER at most) gives the job back without counting the
   attempt (it may have run: at least once, too); claimed jobs not yet started go back without
-  an attempt. No job starts while the database fails.
+  an attempt. No job starts while the database fails, nor while the last heartbeat is older
+  than stale-after / 2: a worker held up (frozen, starved) writes its heartbeat first, and so
+  learns whether it was found stale and its claims given back, before it starts what it
+  claimed before.
 
 The watchdog rule (systemd's WatchdogSec): the watchdog watches the loop. A turn of the loop
 pings it after it wrote the heartbeat, or after it found the database unavailable
@@ -322,11 +325,12 @@ class Worker:
             return self._retry_at - now  # jobs run on and their output is read meanwhile
         self._retry_at = None
         try:
-            if now >= self._next_beat:
+            if now >= self._next_beat or (self.reserve and not self._beat_fresh(now)):
                 if not self._heartbeat():
                     self.exit_code = EXIT_LOST
                     return None
                 self._next_beat = now + self._beat_interval()
+                self._start_reserved(now)
             stopping = self.stop_requests > 0
             if stopping:
                 self._drain_begins()
@@ -465,9 +469,16 @@ class Worker:
     def _start_reserved(self, now: float) -> None:
         """Start claimed jobs in the free slots (not while the database fails: a worker cut off from it may
         be judged stale and its jobs recovered elsewhere)."""
+        if not self._beat_fresh(now):
+            return
         while self.reserve and len(self.runner.running) < self.slots and self._db_failing_since is None \
                 and not self.stop_requests:
             self._start(self.reserve.popleft(), now)
+
+    def _beat_fresh(self, now: float) -> bool:
+        """True while this worker's last heartbeat is younger than stale-after / 2 at monotonic `now`, so
+        that no other worker can have found it stale and given its claims back (queuectl.liveness)."""
+        return self._last_beat is not None and now - self._last_beat.mono < self.config["stale-after"] / 2
 
     def _start(self, job: Job, now: float) -> None:
         """Start a claimed job; its start (its attempt) and process group are recorded by a later exchange."""

@@ -3,21 +3,24 @@ with real process groups on this host."""
 
 import os
 import signal
+import subprocess
 
 import pytest
 
 from queuectl import procs
-from queuectl.recovery import kill_local
+from queuectl.clock import Instant
+from queuectl.models import JobState
+from queuectl.recovery import SPAWN_SETTLE, Recovery, kill_local
 from queuectl.runner import spawn
 from queuectl.store import Exchange, Running
 from test_processes import live_members
 from test_store import NOW, add, register
 
 
-def local_worker(store, name: str) -> int:
-    """Register a worker of this host whose process is gone (pid 0 never names a process)."""
+def local_worker(store, name: str, pid: int = 0) -> int:
+    """Register a worker of this host (pid 0: no process of its own; kill_local does not ask)."""
     return register(store, name, host=procs.hostname(), boot_id=procs.boot_id(), pid_ns=procs.pid_namespace(),
-                    pid=0, pid_start=0)
+                    pid=pid, pid_start=0)
 
 
 @pytest.fixture
@@ -74,3 +77,27 @@ def test_a_recorded_group_is_killed_and_one_whose_leader_pid_was_reused_is_not(s
     assert kill_local(store.worker_jobs(lost)) is True
     assert live_members(running) == []
     assert live_members(reused) == [reused]
+
+
+def test_a_sweep_looks_for_a_dead_workers_unrecorded_groups_only_after_spawn_settle(store, groups):
+    # A job started in the instant its worker died may still be in exec(2), its environment not
+    # yet readable: the sweep that finds the worker dead waits SPAWN_SETTLE before it looks.
+    add(store, id="x")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer runs
+    lost = local_worker(store, "lost", pid=gone.pid)
+    store.exchange(lost, Exchange(claim=1), [], NOW)
+    leftover = groups(QUEUECTL_JOB_ID="x", QUEUECTL_WORKER_ID=str(lost))
+    watcher = register(store, "watcher")
+    recovery, config = Recovery(store), store.settings()
+
+    def sweep(mono: float) -> None:
+        recovery.sweep(watcher, Instant(NOW, mono, procs.clock_domain()), config)
+
+    sweep(100.0)
+    assert (store.get_job("x").state, recovery.held, live_members(leftover)) == (JobState.PROCESSING, 1, [leftover])
+    sweep(100.0 + SPAWN_SETTLE / 2)
+    assert store.get_job("x").state == JobState.PROCESSING
+    sweep(100.0 + SPAWN_SETTLE)
+    assert (store.get_job("x").state, store.get_job("x").attempts, recovery.held) == (JobState.PENDING, 0, 0)
+    assert live_members(leftover) == []

@@ -166,3 +166,20 @@ def test_no_claimed_job_starts_while_the_database_fails(store, clock, worker, mo
     worker.tick()
     assert state(store, "j1") == state(store, "j2") == JobState.COMPLETED
     assert "j3" in worker.runner.running
+
+
+def test_a_worker_held_up_past_half_stale_after_beats_before_it_starts_a_claimed_job(store, clock, worker):
+    for i in range(4):
+        add(store, id=f"j{i}")
+    worker.tick()
+    end_one(worker)
+    worker.tick()  # j0 recorded, j1 running, j2 and j3 in the reserve
+    end_one(worker)
+    assert [j.id for j in worker.reserve] == ["j2", "j3"]
+    # Held up (frozen) for longer than stale-after, and found stale meanwhile: its claims went back.
+    clock.t += worker.config["stale-after"] + 1
+    seen = store.worker_by_name("tick").seen
+    assert dict(store.recover(worker.worker_id, seen, 1_000_000.0 + clock.t))["j2"] == JobState.PENDING
+    assert worker.tick() is None and worker.exit_code == worker_mod.EXIT_LOST
+    assert [j.id for j in worker.reserve] == ["j2", "j3"] and not worker.runner.running  # started neither
+    assert [(store.get_job(j).state, store.get_job(j).attempts) for j in ("j2", "j3")] == [(JobState.PENDING, 0)] * 2
