@@ -58,7 +58,7 @@ from typing import Callable, Sequence
 from queuectl import procs
 from queuectl import settings as settings_mod
 from queuectl.clock import STEP_TOLERANCE, Instant
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, QueuectlError
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, NotFound, QueuectlError
 from queuectl.models import Job, JobState, one_line
 from queuectl.notify import Notifier
 from queuectl.recovery import Recovery
@@ -228,6 +228,7 @@ class Worker:
         self._grace_given = False  # the other workers got their grace after this outage (_grant_grace)
         self._db_error_logged = (None, 0.0)  # (message, monotonic time) of the last one logged
         self._unregistered_stop = False  # stopped while the database failed: the registration stays
+        self._in_doubt = False  # the last exchange failed: it may have committed all the same
         self._listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -446,8 +447,17 @@ class Worker:
 
         On a database error everything stays in the ledger for the next try.
         """
+        if self._in_doubt:
+            self._give_back_unknown()
         ex = self.ledger.batch(self.runner.running, now, claim)
-        states, jobs = self.store.exchange(self.worker_id, ex, self.queues, self.now(), self.config)
+        try:
+            states, jobs = self.store.exchange(self.worker_id, ex, self.queues, self.now(), self.config)
+        except DatabaseError:
+            self._in_doubt = True  # it may have committed, its reply lost: claims this worker never saw
+            raise
+        if self._in_doubt:
+            states = [self._recorded_before(o) if state is None else state for o, state in zip(ex.ended, states)]
+            self._in_doubt = False
         self.ledger.recorded(ex)
         for key in ex.requeue:
             log.warning("job %s stopped and put back to pending", key)
@@ -458,6 +468,25 @@ class Worker:
         self.reserve.extend(jobs)
         if claim and len(jobs) < claim:
             self._claim_at = now + self.config["poll-interval"]  # the queue has no more for now
+
+    def _give_back_unknown(self) -> None:
+        """After an exchange whose commit is unknown: give back the jobs the store says this worker holds
+        and it knows nothing of (claimed by that exchange, the reply lost; never started)."""
+        known = {*self.runner.running, *(j.id for j in self.reserve), *self.ledger.release,
+                 *(key for key, _, _, _ in self.ledger.ended)}
+        for j in self.store.worker_jobs(self.worker_id):
+            if j.job_id not in known:
+                log.info("job %s was claimed by an exchange whose reply was lost: giving it back", j.job_id)
+                self.ledger.release.append(j.job_id)
+
+    def _recorded_before(self, outcome: Outcome):
+        """The state of a job whose end the store no longer takes from this worker: recorded by an exchange
+        whose reply was lost (its end time is the one this worker sent), or None: recovered elsewhere."""
+        try:
+            job = self.store.get_job(outcome.job_id)
+        except NotFound:
+            return None
+        return job.state if job.worker_id is None and job.finished_at == outcome.ended_at else None
 
     def _release_held(self, now: float) -> None:
         """Give back the reserve when every slot is busy with a job running HOLD seconds or more."""

@@ -129,3 +129,22 @@ def test_a_claim_takes_no_more_than_asked_and_none_from_a_paused_queue(store):
     store.set_paused(["default"], True, NOW)
     assert store.exchange(w, Exchange(claim=5), [], NOW) == ([], [])
     assert store.counts() == {"default": {"pending": 2, "processing": 3}}
+
+
+def test_an_exchange_sent_again_counts_no_start_twice(store):
+    # A worker sends an exchange again when it cannot tell whether the first one committed (the
+    # connection was lost before the reply): starts and ends recorded twice count one attempt each.
+    for job_id in ("a", "b", "c"):
+        add(store, id=job_id)
+    w = register(store)
+    store.exchange(w, Exchange(claim=3), [], NOW)
+    again = Exchange(running=[Running(j, NOW) for j in ("a", "b", "c")])
+    store.exchange(w, again, [], NOW)
+    store.exchange(w, again, [], NOW)
+    assert [store.get_job(j).attempts for j in ("a", "b", "c")] == [1, 1, 1]
+    ended = Exchange(ended=[Outcome("a", True, 0, None, b"", b"", NOW + 1, NOW),  # the hot path on PostgreSQL
+                            Outcome("b", True, 0, None, b"", b"", NOW + 1, NOW)])
+    assert store.exchange(w, ended, [], NOW + 1)[0] == [JobState.COMPLETED] * 2
+    failed = Exchange(ended=[Outcome("c", False, 1, "exit code 1", b"", b"", NOW + 1, NOW)])
+    assert store.exchange(w, failed, [], NOW + 1)[0] == [JobState.FAILED]
+    assert [store.get_job(j).attempts for j in ("a", "b", "c")] == [1, 1, 1]

@@ -14,6 +14,7 @@ import signal
 import pytest
 
 from queuectl import worker as worker_mod
+from queuectl.errors import DatabaseUnavailable
 from queuectl.models import JobState
 from queuectl.store import SqliteStore
 from queuectl.worker import HOLD, PREFETCH_PER_SLOT, RECORD_WITHIN, Worker
@@ -146,8 +147,6 @@ def test_no_claimed_job_starts_while_the_database_fails(store, clock, worker, mo
     worker.tick()
     end_one(worker)
     worker.tick()  # j1 running, j2 and j3 in the reserve
-    from queuectl.errors import DatabaseUnavailable
-
     def down(*a, **k):
         raise DatabaseUnavailable("the database is down")
 
@@ -183,3 +182,44 @@ def test_a_worker_held_up_past_half_stale_after_beats_before_it_starts_a_claimed
     assert worker.tick() is None and worker.exit_code == worker_mod.EXIT_LOST
     assert [j.id for j in worker.reserve] == ["j2", "j3"] and not worker.runner.running  # started neither
     assert [(store.get_job(j).state, store.get_job(j).attempts) for j in ("j2", "j3")] == [(JobState.PENDING, 0)] * 2
+
+
+def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_what_it_claimed(
+        store, clock, worker, monkeypatch, caplog):
+    for i in range(20):
+        add(store, id=f"j{i:02}")
+    worker.tick()
+    while len(worker.reserve) != worker.prefetch // 2 + 1:  # short jobs end and the reserve runs down
+        end_one(worker)
+        clock.t += 0.001
+        worker.tick()
+    end_one(worker)  # its end goes with the next exchange, which also tops up the reserve
+    ended = worker.ledger.ended[0][0]
+
+    real = store.exchange
+
+    def reply_lost(*args, **kwargs):
+        real(*args, **kwargs)  # committed...
+        raise DatabaseUnavailable("server closed the connection unexpectedly")  # ...and no reply came
+
+    monkeypatch.setattr(store, "exchange", reply_lost)
+    clock.t += 1
+    worker.tick()
+    monkeypatch.undo()
+    assert state(store, ended) == JobState.COMPLETED and store.get_job(ended).attempts == 1
+    known = {j.id for j in worker.reserve} | set(worker.runner.running)
+    assert len(known) < held_by(store, worker)  # the lost reply's claims: held, never seen
+
+    with caplog.at_level("INFO", logger="queuectl.worker"):
+        clock.t += worker_mod.DB_RETRY
+        worker.tick()  # the lost claims go back; the end is found recorded
+        assert {j.job_id for j in store.worker_jobs(worker.worker_id)} <= (
+            {j.id for j in worker.reserve} | set(worker.runner.running))
+        while worker.runner.running or worker.reserve:  # a lost claim never given back would stay held
+            end_one(worker)
+            clock.t += 0.001
+            worker.tick()
+    assert worker.stats.done == 20
+    assert {j.attempts for j in store.list_jobs(JobState.COMPLETED, limit=50)} == {1}
+    assert "result is dropped" not in caplog.text and "reply was lost: giving it back" in caplog.text
+    assert store.run_counts() == {"default": {"completed": 20}}

@@ -391,11 +391,13 @@ class PostgresStore(SqlStore):
         where, params = self._ready_filter(queues, now)
         sql = (
             f"WITH w AS (SELECT id FROM workers WHERE id = ?{self.FOR_SHARE}),"
-            " run AS (UPDATE jobs j SET attempts = j.attempts + u.inc, started_at = coalesce(u.started_at, j.started_at),"
+            " run AS (UPDATE jobs j SET attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN u.inc ELSE 0 END,"
+            " started_at = coalesce(u.started_at, j.started_at),"
             " pgid = coalesce(u.pgid, j.pgid), pgid_start = coalesce(u.pgid_start, j.pgid_start)"
             " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, pgid int, pgid_start bigint)"
             " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing' RETURNING j.seq),"
-            " ok AS (UPDATE jobs j SET state = 'completed', attempts = j.attempts + u.inc,"
+            " ok AS (UPDATE jobs j SET state = 'completed',"
+            " attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN u.inc ELSE 0 END,"
             " started_at = coalesce(u.started_at, j.started_at), updated_at = ?, finished_at = least(u.ended_at, ?),"
             " exit_code = u.exit_code, last_error = NULL, worker_id = NULL, pgid = NULL, pgid_start = NULL"
             " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, ended_at float8,"

@@ -211,7 +211,7 @@ class SqlStore:
             config = config or self._settings(c)
             if ex.running:
                 c.executemany(
-                    "UPDATE jobs SET attempts = attempts + ?, started_at = coalesce(?, started_at),"
+                    f"UPDATE jobs SET attempts = attempts + {_COUNTS}, started_at = coalesce(?, started_at),"
                     " pgid = coalesce(?, pgid), pgid_start = coalesce(?, pgid_start)"
                     " WHERE id = ? AND worker_id = ? AND state = 'processing'",
                     [(int(r.started_at is not None), r.started_at, r.pgid, r.pgid_start, r.job_id, worker_id)
@@ -251,7 +251,7 @@ class SqlStore:
         states: dict[int, JobState | None] = {}
         done = [(i, o) for i, o in enumerate(outcomes) if o.ok]
         rows = self._update_returning(
-            c, "UPDATE jobs SET state = 'completed', attempts = attempts + ?, started_at = coalesce(?, started_at),"
+            c, f"UPDATE jobs SET state = 'completed', attempts = attempts + {_COUNTS}, started_at = coalesce(?, started_at),"
                f" {_ENDED} {_OWNED} RETURNING seq, attempts",
             [(int(o.started_at is not None), o.started_at, *self._ended(o, now), o.job_id, worker_id) for _, o in done])
         for (i, o), row in zip(done, rows):
@@ -275,11 +275,11 @@ class SqlStore:
         return now.wall, ended_at, o.exit_code, o.error
 
     def _fail_one(self, c, worker_id: int, o: Outcome, now: Instant, config) -> JobState | None:
-        row = c.execute(f"SELECT seq, attempts, max_retries, cancel_requested_at FROM jobs {_OWNED}",
+        row = c.execute(f"SELECT seq, attempts, max_retries, cancel_requested_at, started_at FROM jobs {_OWNED}",
                         (o.job_id, worker_id)).fetchone()
         if row is None:
             return None
-        attempts = row["attempts"] + int(o.started_at is not None)
+        attempts = row["attempts"] + int(o.started_at is not None and row["started_at"] is None)
         state, schedule = after_failure(attempts, row["max_retries"], now, config, row["cancel_requested_at"])
         c.execute(f"UPDATE jobs SET state = ?, attempts = ?, started_at = coalesce(?, started_at), {_RESCHEDULE},"
                   f" {_ENDED} WHERE seq = ?",
@@ -774,6 +774,10 @@ def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str,
 #: before the job's start was recorded. A job lost so twice in a row counts the attempt the
 #: second time, so that a job that kills its worker at once still ends in the dead letter queue.
 LOST_UNSTARTED = "worker lost before the job's start was recorded"
+#: The attempt a record of a start counts (parameter: 1 if it records one, else 0): none if the job's
+#: start is recorded already, so that an exchange sent again (its reply lost, its commit unknown)
+#: counts nothing twice.
+_COUNTS = "CASE WHEN started_at IS NULL THEN ? ELSE 0 END"
 #: A job of the calling worker (parameters: job id, worker id).
 _OWNED = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
 #: A job's end (parameters: Outcome values from SqlStore._ended).
