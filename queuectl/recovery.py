@@ -14,13 +14,14 @@ that two copies of a job never run at once: their process groups, if still the r
 ones; a group never recorded is found by the QUEUECTL_JOB_ID and QUEUECTL_WORKER_ID in its
 processes' environment (the lost worker's: a copy that another worker started since is
 never taken for its leftover). A worker whose leftovers cannot all be killed from here keeps
-its jobs. The store's `recover` checks, in its transaction, that the worker did not beat since
-it was judged. A dead worker's jobs whose groups were never recorded are looked for only once
-it has been dead SPAWN_SETTLE seconds: a job started in the instant its worker died may still be
-in exec(2), its environment not yet readable (proc(5): /proc/PID/environ reads empty until the
-kernel has set up the new program, and a child not yet exec'd shows its parent's). A recovered job whose start was recorded counts a failed attempt ("worker
-lost") and follows the retry/DLQ rule; one claimed and never recorded as started goes back
-to pending with no attempt counted.
+its jobs. A dead worker's groups never recorded are looked for only once it has been dead
+SPAWN_SETTLE seconds: a job started in the instant its worker died may still be in exec(2),
+its environment not yet readable (proc(5): /proc/PID/environ reads empty until the kernel
+has set up the new program, and a child not yet exec'd shows its parent's). The store's
+`recover` checks, in its transaction, that the worker did not beat since it was judged. A
+recovered job whose start was recorded counts a failed attempt ("worker lost") and follows
+the retry/DLQ rule; one claimed and never recorded as started goes back to pending with no
+attempt counted.
 
 A worker starting under the name of a dead predecessor recovers its jobs at once
 (`Recovery.predecessor`), and refuses to start while a live worker has the name.
