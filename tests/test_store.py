@@ -246,6 +246,18 @@ def test_replacing_a_same_name_worker_that_beat_since_is_refused(store):
     assert store.get_job("a").state == JobState.PROCESSING and store.worker_by_name("same").id == w1
 
 
+def test_replacing_a_same_name_worker_that_another_worker_recovered_meanwhile_registers(store):
+    add(store, id="a")
+    dead = register(store, "same")
+    claim(store, dead, [], 1, NOW)
+    seen = store.worker_by_name("same").seen
+    assert dict(store.recover(dead, seen, NOW + 1)) == {"a": JobState.FAILED}  # a peer was first
+    info = {"name": "same", "host": "h", "boot_id": "b", "pid": 2, "pid_start": 2, "slots": 1, "queues": []}
+    new, recovered = store.register_worker(info, NOW + 2, replace=dead, replace_seen=seen)
+    assert recovered == [] and store.worker_by_name("same").id == new != dead
+    assert store.get_job("a").attempts == 1
+
+
 def test_heartbeat_reports_a_lost_registration(store):
     w = register(store)
     assert store.heartbeat(w, NOW)

@@ -9,6 +9,7 @@ seconds goes back to the queue. A stop gives back what has not started, with no 
 
 from __future__ import annotations
 
+import logging
 import signal
 
 import pytest
@@ -184,8 +185,23 @@ def test_a_worker_held_up_past_half_stale_after_beats_before_it_starts_a_claimed
     assert [(store.get_job(j).state, store.get_job(j).attempts) for j in ("j2", "j3")] == [(JobState.PENDING, 0)] * 2
 
 
+@pytest.fixture
+def worker_log():
+    """The lines the worker logs (queuectl.worker), whatever the logging set-up earlier tests left."""
+    lines: list[str] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("queuectl.worker")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield lines
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
 def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_what_it_claimed(
-        store, clock, worker, monkeypatch, caplog):
+        store, clock, worker, monkeypatch, worker_log):
     for i in range(20):
         add(store, id=f"j{i:02}")
     worker.tick()
@@ -210,16 +226,16 @@ def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_wh
     known = {j.id for j in worker.reserve} | set(worker.runner.running)
     assert len(known) < held_by(store, worker)  # the lost reply's claims: held, never seen
 
-    with caplog.at_level("INFO", logger="queuectl.worker"):
-        clock.t += worker_mod.DB_RETRY
-        worker.tick()  # the lost claims go back; the end is found recorded
-        assert {j.job_id for j in store.worker_jobs(worker.worker_id)} <= (
-            {j.id for j in worker.reserve} | set(worker.runner.running))
-        while worker.runner.running or worker.reserve:  # a lost claim never given back would stay held
-            end_one(worker)
-            clock.t += 0.001
-            worker.tick()
+    clock.t += worker_mod.DB_RETRY
+    worker.tick()  # the lost claims go back; the end is found recorded
+    assert {j.job_id for j in store.worker_jobs(worker.worker_id)} <= (
+        {j.id for j in worker.reserve} | set(worker.runner.running))
+    while worker.runner.running or worker.reserve:  # a lost claim never given back would stay held
+        end_one(worker)
+        clock.t += 0.001
+        worker.tick()
     assert worker.stats.done == 20
     assert {j.attempts for j in store.list_jobs(JobState.COMPLETED, limit=50)} == {1}
-    assert "result is dropped" not in caplog.text and "reply was lost: giving it back" in caplog.text
+    log = "\n".join(worker_log)
+    assert "result is dropped" not in log and "reply was lost: giving it back" in log
     assert store.run_counts() == {"default": {"completed": 20}}

@@ -330,8 +330,9 @@ class SqlStore:
 
         `info` has name, host, boot_id, pid, pid_start, slots, queues (list), unit, and
         optionally pid_ns and uid. With `replace`, the dead worker row of that id (same name)
-        is removed first and its processing jobs recovered as failed attempts ("worker
-        lost"), provided its row still shows `replace_seen` (WorkerInfo.seen) when given.
+        is removed first and its processing jobs recovered as `recover` does, provided its
+        row still shows `replace_seen` (WorkerInfo.seen) when given; a row already removed
+        (another worker recovered it meanwhile) leaves nothing to recover.
         Raises Conflict if a worker of that name is registered and is not the one being
         replaced (or beat since it was judged).
         """
@@ -339,9 +340,11 @@ class SqlStore:
         with self._write() as c:
             recovered = []
             if replace is not None:
-                if replace_seen is not None and not self._unchanged(c, replace, replace_seen):
+                if replace_seen is None or self._unchanged(c, replace, replace_seen):
+                    recovered = self._recover(c, replace, now, config)
+                elif c.execute("SELECT 1 FROM workers WHERE id = ?", (replace,)).fetchone():
                     raise Conflict(f"a worker named {info['name']!r} came back to life; not replacing it")
-                recovered = self._recover(c, replace, now, config)
+                # else another worker recovered it meanwhile: nothing is left to take over
             try:
                 cur = c.execute(
                     "INSERT INTO workers (name, host, boot_id, pid, pid_start, pid_ns, uid, slots, queues, unit,"
