@@ -17,7 +17,7 @@ from queuectl.errors import InvalidInput
 #: (execve(2), "Limits on size of arguments and environment").
 MAX_COMMAND_BYTES = 128 * 1024 - 1
 MAX_RETRIES = 2**31 - 1
-FIELDS = ("id", "command", "queue", "priority", "max_retries", "run_at", "delay", "timeout", "cwd")
+FIELDS = ("id", "command", "queue", "priority", "max_retries", "run_at", "delay", "timeout", "cwd", "key")
 _ID = re.compile(r"[A-Za-z0-9._:@+=-]{1,128}")
 _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 #: An unknown field's name shown as it is in a message; any other is shown as repr() shows it.
@@ -43,6 +43,7 @@ class NewJob:
     timeout: float | None
     cwd: str | None
     delay: float | None = 0.0
+    key: str | None = None  # idempotency key: nothing is added while a job holding it has not ended
 
 
 def new_job_id() -> str:
@@ -133,6 +134,10 @@ def validate_job(obj, now: float) -> NewJob:
     elif not isinstance(job_id, str) or not _ID.fullmatch(job_id):
         raise InvalidInput("id must be 1-128 characters of letters, digits and ._:@+=-")
 
+    key = obj.get("key")
+    if key is not None and (not isinstance(key, str) or not _ID.fullmatch(key)):
+        raise InvalidInput("key must be 1-128 characters of letters, digits and ._:@+=-")
+
     queue = check_queue(obj.get("queue", "default"))
 
     priority = obj.get("priority", 0)
@@ -179,6 +184,7 @@ def validate_job(obj, now: float) -> NewJob:
         timeout=float(timeout) if timeout is not None else None,
         cwd=cwd,
         delay=float(delay) if delay is not None else None,
+        key=key,
     )
 
 

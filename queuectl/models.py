@@ -66,6 +66,7 @@ class Job:
     pgid: int | None = None
     exit_code: int | None = None
     last_error: str | None = None
+    key: str | None = None  # its idempotency key, if it was given one
     stdout: bytes | None = field(default=None, repr=False)
     stderr: bytes | None = field(default=None, repr=False)
     seq: int = 0
@@ -97,6 +98,7 @@ class Job:
             "finished_at": iso(self.finished_at),
             "exit_code": self.exit_code,
             "last_error": self.last_error,
+            "key": self.key,
         }
         if output:
             d["stdout"] = _text(self.stdout)

@@ -8,6 +8,10 @@ _V3_COLUMNS = ("seq, id, queue, command, state, priority, attempts, max_retries,
                " updated_at, started_at, finished_at, worker_id, pgid, pgid_start, exit_code, last_error, delay,"
                " due_boot, due_mono")
 
+#: The jobs that hold their idempotency key (the jobs_key_held partial index's WHERE, which an
+#: enqueue's ON CONFLICT names): those that have not ended.
+KEY_HELD = "key IS NOT NULL AND state IN ('pending', 'failed', 'processing')"
+
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -214,6 +218,12 @@ WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_
              WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
         ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
 END;
+""",
+    # Idempotency keys: at most one job that has not ended (pending, failed and due again, or
+    # processing) holds a key; an enqueue of a held key adds nothing (SqlStore.enqueue).
+    6: f"""
+ALTER TABLE jobs ADD COLUMN key TEXT;
+CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {KEY_HELD};
 """,
 }
 

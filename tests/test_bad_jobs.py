@@ -61,6 +61,7 @@ BAD_VALUES = {
         holding(st.just("\0")), holding(SURROGATES),
         st.sampled_from(["x" * (MAX_COMMAND_BYTES + 1), "é" * (MAX_COMMAND_BYTES // 2 + 1)])),
     "id": st.one_of(not_text, st.text(max_size=12).filter(lambda s: not ID_OK.fullmatch(s)), st.just("i" * 129)),
+    "key": st.one_of(not_text, st.text(max_size=12).filter(lambda s: not ID_OK.fullmatch(s)), st.just("k" * 129)),
     "queue": st.one_of(not_text, st.text(max_size=12).filter(lambda s: not QUEUE_OK.fullmatch(s)),
                        st.just("q" * 65)),
     "priority": st.one_of(not_number, st.floats(), st.integers(min_value=2**63), st.integers(max_value=-2**63)),
@@ -81,7 +82,7 @@ BAD_VALUES = {
 #: A job that queuectl takes (the bad examples each break one thing in it).
 good_jobs = st.fixed_dictionaries(
     {"command": st.text(string.ascii_letters + " ;|&$", min_size=1, max_size=10).filter(str.strip)},
-    optional={"id": st.from_regex(ID_OK, fullmatch=True), "queue": st.sampled_from(["default", "build", "a.b-c"]),
+    optional={"id": st.from_regex(ID_OK, fullmatch=True), "key": st.from_regex(ID_OK, fullmatch=True), "queue": st.sampled_from(["default", "build", "a.b-c"]),
               "priority": st.integers(-5, 5), "max_retries": st.integers(0, 5),
               "timeout": st.floats(0.1, 1e6), "cwd": st.sampled_from(["/", "/tmp", "/srv/x"]),
               "delay": st.floats(0, 1e6)})

@@ -2,6 +2,7 @@
 ownership, recovery, settings. What only one engine has is tested in test_store_sqlite.py and
 test_postgres.py."""
 
+import json
 import threading
 import time
 
@@ -11,7 +12,7 @@ from queuectl.clock import Instant, instant
 from queuectl.errors import Conflict, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import parse_job
 from queuectl.models import JobState
-from queuectl.store import DuplicateJob, Outcome, WorkerGone, open_store
+from queuectl.store import DuplicateJob, Enqueued, Outcome, WorkerGone, open_store
 from storeops import claim, finish, requeue
 
 NOW = 1_000_000.0
@@ -591,3 +592,49 @@ def test_both_engines_implement_the_documented_interface_with_its_parameters():
             assert callable(impl), f"{engine.__name__} lacks {name}"
             assert list(inspect.signature(impl).parameters) == list(inspect.signature(f).parameters), (
                 engine.__name__, name)
+
+
+# -- idempotency keys -------------------------------------------------------------------------------
+
+
+def keyed(job_id: str, key: str = "k"):
+    return parse_job(json.dumps({"id": job_id, "command": "true", "key": key}), NOW)
+
+
+def test_a_held_key_adds_nothing_and_names_its_holder_until_the_holder_ends(store):
+    assert store.enqueue([keyed("a")], NOW) == [Enqueued("a")]
+    assert store.enqueue([keyed("b")], NOW) == [Enqueued("a", JobState.PENDING)]
+    w = register(store)
+    claim(store, w, [], 1, NOW)
+    assert store.enqueue([keyed("b")], NOW) == [Enqueued("a", JobState.PROCESSING)]
+    finish(store, w, [bad("a")], NOW)  # failed, waiting for its retry: still holds the key
+    assert store.enqueue([keyed("b")], NOW) == [Enqueued("a", JobState.FAILED)]
+    claim(store, w, [], 1, NOW + 100)
+    finish(store, w, [ok("a")], NOW + 100)
+    assert store.enqueue([keyed("b")], NOW + 100) == [Enqueued("b")]  # a ended: the key is free
+    assert (store.get_job("a").key, store.get_job("b").key) == ("k", "k")
+    assert store.counts() == {"default": {"completed": 1, "pending": 1}}
+
+
+def test_keys_in_one_batch_are_matched_in_order_and_other_jobs_keep_their_place(store):
+    got = store.enqueue([keyed("a", "x"), parse_job('{"id": "plain", "command": "true"}', NOW), keyed("b", "x"),
+                         keyed("c", "y")], NOW)
+    assert got == [Enqueued("a"), Enqueued("plain"), Enqueued("a", JobState.PENDING), Enqueued("c")]
+    w = register(store, slots=3)
+    assert [j.id for j in claim(store, w, [], 3, NOW)] == ["a", "plain", "c"]  # enqueue order
+    with pytest.raises(DuplicateJob):  # an id that exists is refused, key or not, and nothing is added
+        store.enqueue([keyed("d", "z"), keyed("a", "fresh")], NOW)
+    with pytest.raises(NotFound):
+        store.get_job("d")
+
+
+def test_a_dead_or_cancelled_job_frees_its_key_and_is_not_retried_while_another_holds_it(store):
+    store.enqueue([keyed("first")], NOW)
+    store.cancel(["first"], NOW)
+    assert store.enqueue([keyed("second")], NOW) == [Enqueued("second")]
+    with pytest.raises(Conflict, match="key 'k' is held by job 'second' \\(pending\\)"):
+        store.retry(["first"], NOW)
+    assert store.get_job("first").state == JobState.CANCELLED
+    store.cancel(["second"], NOW)
+    store.retry(["first"], NOW)
+    assert store.get_job("first").state == JobState.PENDING

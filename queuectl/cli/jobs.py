@@ -26,12 +26,14 @@ def enqueue(app, job, file):
 
     JSON is an object with `command` (required) and optionally `id`, `queue`, `priority`
     (higher runs first), `max_retries`, `run_at` (ISO-8601 with offset) or `delay`
-    (seconds), `timeout` (seconds) and `cwd` (absolute path).
+    (seconds), `timeout` (seconds), `cwd` (absolute path) and `key`: while a job with
+    the same key has not ended, nothing is added and that job's id is printed.
 
     \b
     Examples:
       queuectl enqueue '{"id":"job1","command":"sleep 2"}'
       queuectl enqueue '{"command":"make -C /srv/site","queue":"build","timeout":600}'
+      queuectl enqueue '{"command":"/usr/local/bin/backup","key":"nightly-backup"}'
       queuectl enqueue --file jobs.jsonl
     """
     if (job is None) == (file is None):
@@ -44,13 +46,18 @@ def enqueue(app, job, file):
         jobs, lines = _read_jobs(file, checked_at)
     store = app.store()
     try:
-        ids = store.enqueue(jobs, store.now())
+        done = store.enqueue(jobs, store.now())
     except DuplicateJob as e:
         if lines is None:
             raise
         line = lines[e.index]
         raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
-    click.echo("\n".join(ids))
+    for index, (job, result) in enumerate(zip(jobs, done)):
+        if result.held is not None:
+            where = "" if lines is None else f"line {lines[index]}: "
+            click.echo(f"{where}key {job.key!r} is held by job {result.id} ({result.held.value}); nothing added",
+                       err=True)
+    click.echo("\n".join(e.id for e in done))
 
 
 def _read_jobs(file, now):

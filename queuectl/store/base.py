@@ -93,6 +93,15 @@ class Exchange:
 
 
 @dataclass(frozen=True)
+class Enqueued:
+    """What `enqueue` did with one job: added it (`held` None), or added nothing because its key is
+    held by the job `id`, which has not ended and is in state `held`."""
+
+    id: str
+    held: JobState | None = None
+
+
+@dataclass(frozen=True)
 class CancelResult:
     """What `cancel` did to one job: `result` is "cancelled" (at once), "requested" (its worker
     stops it) or "error" (`message` says why). `state` is the job's state before (None: no

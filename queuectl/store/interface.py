@@ -15,7 +15,7 @@ from typing import Any, Protocol, Sequence
 from queuectl.clock import Instant
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
-from queuectl.store.base import CancelResult, Exchange, JobProcess
+from queuectl.store.base import CancelResult, Enqueued, Exchange, JobProcess
 
 
 class Store(Protocol):
@@ -40,8 +40,9 @@ class Store(Protocol):
 
     # -- commands --------------------------------------------------------------------------
 
-    def enqueue(self, jobs: Sequence[NewJob], now: Instant | float) -> list[str]:
-        """Insert jobs all or none and wake the workers; return their ids. Raises DuplicateJob."""
+    def enqueue(self, jobs: Sequence[NewJob], now: Instant | float) -> list[Enqueued]:
+        """Insert jobs all or none (a job whose key is held adds nothing) and wake the workers; return what
+        became of each. Raises DuplicateJob."""
 
     def get_job(self, job_id: str, output: bool = False) -> Job:
         """One job (with its last run's output if `output`); raises NotFound."""

@@ -12,6 +12,8 @@ job_run_deltas instead (inserts never wait for each other), readers add them to 
 folded totals, and one worker at a time folds them (PostgresStore.maintain).
 """
 
+from queuectl.schema import KEY_HELD
+
 #: The schema the tables live in.
 SCHEMA = "queuectl"
 
@@ -142,6 +144,8 @@ ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
     # As SQLite's step 5: a job given back unstarted (started_at NULL) made no run.
     3: "CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql"
        " SET search_path = queuectl AS $$" + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL"),
+    # As SQLite's step 6: idempotency keys, held by at most one job that has not ended.
+    4: f"ALTER TABLE jobs ADD COLUMN key text; CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {KEY_HELD};",
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

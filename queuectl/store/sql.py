@@ -24,12 +24,13 @@ from queuectl.clock import STEP_TOLERANCE, Instant, instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
-from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Exchange, JobProcess, Outcome, WorkerGone,
-                                 after_failure, due_on_monotonic, schedule)
+from queuectl.schema import KEY_HELD
+from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, JobProcess, Outcome,
+                                 WorkerGone, after_failure, due_on_monotonic, schedule)
 
 _JOB_COLUMNS = (
     "seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, "
-    "created_at, updated_at, started_at, finished_at, worker_id, pgid, exit_code, last_error"
+    "created_at, updated_at, started_at, finished_at, worker_id, pgid, exit_code, last_error, key"
 )
 # Must match the jobs_ready partial index's WHERE (on SQLite, claims name that index).
 _READY = "state IN ('pending', 'failed')"
@@ -139,37 +140,59 @@ class SqlStore:
 
     # -- enqueue --------------------------------------------------------------------------
 
-    def enqueue(self, jobs: Sequence[NewJob], now: Instant | float) -> list[str]:
-        """Insert `jobs` in one transaction, all or none; return their ids.
+    def enqueue(self, jobs: Sequence[NewJob], now: Instant | float) -> list[Enqueued]:
+        """Insert `jobs` in one transaction, all or none; return what became of each, in order.
 
         A job's relative wait (`delay`, 0 for one given no time) counts from `now` (its
         run_at is set again from it, on the store's clock) and is also kept on `now`'s
-        monotonic clock; an absolute run_at (delay None) is kept as given. Raises
-        DuplicateJob naming the first id that exists already or repeats in `jobs`.
+        monotonic clock; an absolute run_at (delay None) is kept as given. A job with a key
+        that a job not yet ended holds (one enqueued before, or earlier in `jobs`) adds
+        nothing: its Enqueued names the holder. The jobs_key_held unique index decides, so
+        concurrent enqueues of one key add one job. Raises DuplicateJob naming the first id
+        that exists already or repeats in `jobs`.
         """
         now = instant(now)
         rows = [
             (j.id, j.queue, j.command, j.priority, j.max_retries, j.timeout, j.cwd,
              j.run_at if j.delay is None else now.wall + j.delay, j.delay,
-             *due_on_monotonic(now, j.delay), now.wall, now.wall)
+             *due_on_monotonic(now, j.delay), now.wall, now.wall, j.key)
             for j in jobs
         ]
+        done: list[Enqueued] = []
         try:
             with self._write() as c:
-                c.executemany(
-                    "INSERT INTO jobs (id, queue, command, state, priority, max_retries, timeout, cwd, run_at,"
-                    " delay, due_boot, due_mono, created_at, updated_at)"
-                    " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                self._notify(c)
+                plain: list[tuple] = []  # jobs without a key, inserted together (in order)
+                for job, row in zip(jobs, rows):
+                    if job.key is None:
+                        plain.append(row)
+                        done.append(Enqueued(job.id))
+                        continue
+                    if plain:
+                        c.executemany(_INSERT, plain)
+                        plain = []
+                    done.append(self._enqueue_keyed(c, job, row))
+                if plain:
+                    c.executemany(_INSERT, plain)
+                if any(e.held is None for e in done):
+                    self._notify(c)
         except self.UniqueViolation as e:
             with self._errors():
                 index = self._first_duplicate([j.id for j in jobs])
             if index is None:
                 raise DatabaseError(f"database {self.describe()}: {e}") from None
             raise DuplicateJob(jobs[index].id, index) from None
-        return [j.id for j in jobs]
+        return done
+
+    @staticmethod
+    def _enqueue_keyed(c, job: NewJob, row: tuple) -> Enqueued:
+        """Insert one job with a key, or name the job that holds the key."""
+        for _ in range(3):  # PostgreSQL: the holder may end between the two statements
+            if c.execute(f"{_INSERT} ON CONFLICT (key) WHERE {KEY_HELD} DO NOTHING RETURNING id", row).fetchone():
+                return Enqueued(job.id)
+            holder = c.execute(f"SELECT id, state FROM jobs WHERE key = ? AND {KEY_HELD}", (job.key,)).fetchone()
+            if holder is not None:
+                return Enqueued(holder["id"], JobState(holder["state"]))
+        raise DatabaseError(f"key {job.key!r} is taken and freed again faster than it can be read; try again")
 
     def _first_duplicate(self, ids: list[str]) -> int | None:
         """Return the index of the first id that exists already or repeats an earlier one, or None."""
@@ -564,6 +587,7 @@ class SqlStore:
         marks = ", ".join("?" * len(allowed))
         with self._write() as c:
             for job_id in job_ids:
+                self._check_key_free(c, job_id)
                 n = c.execute(
                     f"UPDATE jobs SET state = 'pending', attempts = 0, {_RESCHEDULE}, updated_at = ?,"
                     f" cancel_requested_at = NULL WHERE id = ? AND state IN ({marks})",
@@ -576,6 +600,15 @@ class SqlStore:
                     raise Conflict(f"job {job_id!r} is {row['state']}, not {' or '.join(allowed)};"
                                    f" only {' or '.join(allowed)} jobs can be retried")
             self._notify(c)
+
+    @staticmethod
+    def _check_key_free(c, job_id: str) -> None:
+        """Raise Conflict if job `job_id` has a key that another job, not yet ended, holds now."""
+        holder = c.execute(f"SELECT id, state, key FROM jobs WHERE key = (SELECT key FROM jobs WHERE id = ?)"
+                           f" AND id <> ? AND {KEY_HELD}", (job_id, job_id)).fetchone()
+        if holder is not None:
+            raise Conflict(f"job {job_id!r} cannot be retried: its key {holder['key']!r} is held by job"
+                           f" {holder['id']!r} ({holder['state']}) until that one ends")
 
     def dlq_retry(self, job_ids: Sequence[str], now: Instant | float) -> None:
         """Move dead jobs back to pending (retry, for the dead letter queue alone)."""
@@ -781,6 +814,10 @@ LOST_UNSTARTED = "worker lost before the job's start was recorded"
 #: start is recorded already, so that an exchange sent again (its reply lost, its commit unknown)
 #: counts nothing twice.
 _COUNTS = "CASE WHEN started_at IS NULL THEN ? ELSE 0 END"
+#: A new job (parameters: SqlStore.enqueue's rows).
+_INSERT = ("INSERT INTO jobs (id, queue, command, state, priority, max_retries, timeout, cwd, run_at,"
+           " delay, due_boot, due_mono, created_at, updated_at, key)"
+           " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 #: A job of the calling worker (parameters: job id, worker id).
 _OWNED = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
 #: A job's end (parameters: Outcome values from SqlStore._ended).
