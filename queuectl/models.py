@@ -26,6 +26,11 @@ class JobState(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def ended(self) -> bool:
+        """True for the states a job never leaves by itself: completed, dead, cancelled."""
+        return self in (JobState.COMPLETED, JobState.DEAD, JobState.CANCELLED)
+
 
 def iso(ts: float | None) -> str | None:
     """Format a Unix time (seconds) as ISO-8601 in UTC with its offset, or None."""

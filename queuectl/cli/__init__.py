@@ -36,6 +36,7 @@ COMMANDS = {
     "show": "queuectl.cli.jobs:show",
     "logs": "queuectl.cli.jobs:logs",
     "status": "queuectl.cli.jobs:status",
+    "wait": "queuectl.cli.jobs:wait",
     "worker": "queuectl.cli.worker:worker",
     "dlq": "queuectl.cli.dlq:dlq",
     "config": "queuectl.cli.config:config",

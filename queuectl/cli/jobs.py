@@ -203,3 +203,49 @@ def status(app, as_json):
         print_table(["UNIT", "ACTIVE", "SUB", "RESTARTS", "STATUS"],
                     [[u["Id"], u.get("ActiveState"), u.get("SubState"), u.get("NRestarts"), u.get("StatusText")]
                      for u in unit_states])
+
+
+#: The exit code of a wait that timed out: timeout(1)'s.
+EXIT_TIMEOUT = 124
+
+
+@click.command()
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
+@click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Give up after this many seconds (exit 124, as timeout(1)).")
+@json_option
+@pass_app
+def wait(app, job_ids, timeout, as_json):
+    """Wait until every job named has ended: completed, dead or cancelled.
+
+    Exit 0 when all completed; 1 when any ended dead or cancelled (a line each on
+    stderr, with its last error) or an id names no job (nothing is waited for then);
+    124 when --timeout passes first. It notices an end within 0.1 s of its record,
+    from any host on PostgreSQL.
+
+    \b
+    Examples:
+      queuectl wait job1
+      queuectl wait build test --timeout 600 && ./deploy
+      queuectl wait job1 --json
+    """
+    from queuectl.waiting import wait_for_end
+
+    store = app.store()
+    known = store.jobs_by_id(job_ids)
+    unknown = [job_id for job_id in dict.fromkeys(job_ids) if job_id not in known]
+    for job_id in unknown:
+        click.echo(f"queuectl: error: no job with id {job_id!r}", err=True)
+    if unknown:
+        return 1
+    jobs, waiting = wait_for_end(store, job_ids, timeout)
+    if as_json:
+        print_json([{"id": j.id, "state": j.state.value, "exit_code": j.exit_code, "attempts": j.attempts}
+                    for j in (jobs[job_id] for job_id in dict.fromkeys(job_ids))])
+    if waiting:
+        click.echo(f"queuectl: timed out after {timeout:g} s waiting for {', '.join(waiting)}", err=True)
+        return EXIT_TIMEOUT
+    failed = [jobs[job_id] for job_id in dict.fromkeys(job_ids) if jobs[job_id].state != JobState.COMPLETED]
+    for j in failed:
+        click.echo(f"job {j.id} {j.state.value}: {j.last_error or 'no error recorded'}", err=True)
+    return 1 if failed else 0

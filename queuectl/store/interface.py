@@ -47,6 +47,9 @@ class Store(Protocol):
     def get_job(self, job_id: str, output: bool = False) -> Job:
         """One job (with its last run's output if `output`); raises NotFound."""
 
+    def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """The jobs of `job_ids` that exist, by id (without output)."""
+
     def list_jobs(self, state: JobState | None = None, queue: str | None = None, limit: int = 100) -> list[Job]:
         """Up to `limit` jobs, newest first."""
 

@@ -526,6 +526,18 @@ class SqlStore:
             raise NotFound(f"no job with id {job_id!r}")
         return Job.from_row(row)
 
+    def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """Return the jobs of `job_ids` that exist, by id (without output); 500 ids per query."""
+        found: dict[str, Job] = {}
+        ids = list(dict.fromkeys(job_ids))
+        with self._errors():
+            for at in range(0, len(ids), 500):
+                chunk = ids[at:at + 500]
+                rows = self.c.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id IN ({', '.join('?' * len(chunk))})",
+                                      chunk).fetchall()
+                found.update((r["id"], Job.from_row(r)) for r in rows)
+        return found
+
     def list_jobs(self, state: JobState | None = None, queue: str | None = None, limit: int = 100) -> list[Job]:
         """Return up to `limit` jobs, newest first, optionally of one state and/or queue."""
         where, params = [], []
