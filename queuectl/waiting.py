@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Sequence
 
-from queuectl.models import Job
+from queuectl.models import Job, JobState
 from queuectl.store import Store
 
 #: Seconds between two reads of the waited jobs' states.
@@ -37,3 +37,23 @@ def wait_for_end(store: Store, job_ids: Sequence[str], timeout: float | None = N
         if left is not None and left <= 0:
             return jobs, waiting
         sleep(POLL if left is None else min(POLL, left))
+
+
+#: The exit status of a wait for a job whose last attempt timed out: timeout(1)'s.
+EXIT_TIMEOUT = 124
+
+
+def exit_status(job: Job) -> int:
+    """The exit status `enqueue --wait` gives for an ended job, as if its command had run here.
+
+    0 when it completed; when it ended otherwise, its last attempt's exit code if it had one
+    (a command that exits 3 gives 3), EXIT_TIMEOUT if that attempt timed out, else 1
+    (cancelled, killed by a signal, could not start, its worker lost).
+    """
+    if job.state == JobState.COMPLETED:
+        return 0
+    if (job.last_error or "").startswith("timed out after"):
+        return EXIT_TIMEOUT
+    if job.exit_code:
+        return job.exit_code
+    return 1

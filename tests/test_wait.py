@@ -5,6 +5,7 @@ another process notices an end recorded meanwhile."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 
@@ -113,3 +114,38 @@ def test_a_waiter_in_another_process_returns_when_the_job_ends(db, run_cli, stor
         if waiter.poll() is None:
             waiter.kill()
             waiter.wait()
+
+
+def _enqueue_wait(db: str, job: dict, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*QUEUECTL, "--db", db, "enqueue", "--wait", json.dumps(job)], capture_output=True,
+                          text=True, timeout=120, **kw)
+
+
+@pytest.mark.processes
+def test_enqueue_wait_exits_as_the_command_did(db, run_cli, store, workers):
+    configure(run_cli, ("max-retries", "0"), ("poll-interval", "0.1"))
+    workers.start("--count", "2")
+    done = _enqueue_wait(db, {"id": "fine", "command": "echo out"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "fine\n", "")
+    assert _enqueue_wait(db, {"id": "three", "command": "exit 3"}).returncode == 3
+    assert _enqueue_wait(db, {"id": "slow", "command": "sleep 30", "timeout": 0.5}).returncode == 124
+    assert _enqueue_wait(db, {"id": "missing", "command": "true", "cwd": "/no/such/dir"}).returncode == 1
+    assert [store.get_job(j).state for j in ("fine", "three", "slow", "missing")] == [
+        JobState.COMPLETED, JobState.DEAD, JobState.DEAD, JobState.DEAD]
+
+
+@pytest.mark.processes
+def test_enqueue_wait_of_a_cancelled_job_exits_1_and_ctrl_c_stops_only_the_waiting(db, run_cli, store):
+    # No worker: the jobs stay pending until cancelled.
+    waiter = subprocess.Popen([*QUEUECTL, "--db", db, "enqueue", "--wait", '{"id": "dropped", "command": "true"}'],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert waiter.stdout.readline() == "dropped\n"  # printed before the wait begins
+    store.cancel(["dropped"], NOW)
+    assert waiter.wait(30) == 1
+    interrupted = subprocess.Popen([*QUEUECTL, "--db", db, "enqueue", "--wait", '{"id": "goes-on", "command": "true"}'],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert interrupted.stdout.readline() == "goes-on\n"
+    interrupted.send_signal(signal.SIGINT)  # Ctrl+C
+    assert interrupted.wait(30) == 130
+    assert interrupted.stderr.read() == "queuectl: stopped waiting; the job goes on: queuectl wait goes-on\n"
+    assert store.get_job("goes-on").state == JobState.PENDING

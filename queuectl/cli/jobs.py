@@ -20,8 +20,10 @@ STATE_CHOICE = click.Choice([s.value for s in JobState])
 @click.argument("job", required=False, metavar="JSON")
 @click.option("--file", "-f", "file", type=click.File("rb"), metavar="FILE",
               help="Read one JSON job per line from FILE ('-' for stdin); all or none are enqueued.")
+@click.option("--wait", "wait_", is_flag=True,
+              help="Then wait until the job has ended, and exit as its command did (0 when it completed).")
 @pass_app
-def enqueue(app, job, file):
+def enqueue(app, job, file, wait_):
     """Add a job to the queue and print its id.
 
     JSON is an object with `command` (required) and optionally `id`, `queue`, `priority`
@@ -35,6 +37,12 @@ def enqueue(app, job, file):
       queuectl enqueue '{"command":"make -C /srv/site","queue":"build","timeout":600}'
       queuectl enqueue '{"command":"/usr/local/bin/backup","key":"nightly-backup"}'
       queuectl enqueue --file jobs.jsonl
+      queuectl enqueue --wait '{"command":"make -C /srv/site"}' && ./deploy
+
+    With --wait it exits 0 when the job completed; when it ended otherwise, with its
+    last attempt's exit code if it had one, 124 if that attempt timed out, else 1
+    (cancelled, could not start). With --file: the first job, in file order, that did
+    not complete decides. Ctrl+C stops the waiting only: the jobs go on.
     """
     if (job is None) == (file is None):
         raise InvalidInput("give one JSON job or --file FILE")
@@ -57,7 +65,25 @@ def enqueue(app, job, file):
             where = "" if lines is None else f"line {lines[index]}: "
             click.echo(f"{where}key {job.key!r} is held by job {result.id} ({result.held.value}); nothing added",
                        err=True)
-    click.echo("\n".join(e.id for e in done))
+    if not wait_:
+        click.echo("\n".join(e.id for e in done))
+        return None
+    return _wait_for_enqueued(store, list(dict.fromkeys(e.id for e in done)), "\n".join(e.id for e in done))
+
+
+def _wait_for_enqueued(store, job_ids: list[str], printed: str) -> int:
+    """`enqueue --wait`: print `printed` (the ids), wait for the jobs just enqueued (or matched by key),
+    and return their exit status (queuectl.waiting.exit_status; the first that is not 0)."""
+    from queuectl.waiting import exit_status, wait_for_end
+
+    try:
+        click.echo(printed)  # the ids first (flushed), for a script that reads them while the jobs run
+        jobs, _ = wait_for_end(store, job_ids)
+    except KeyboardInterrupt:
+        click.echo(f"queuectl: stopped waiting; the job goes on: queuectl wait {' '.join(job_ids)}", err=True)
+        return 130
+    codes = [exit_status(jobs[job_id]) for job_id in job_ids if job_id in jobs]
+    return next((code for code in codes if code != 0), 0)
 
 
 def _read_jobs(file, now):
@@ -205,10 +231,6 @@ def status(app, as_json):
                      for u in unit_states])
 
 
-#: The exit code of a wait that timed out: timeout(1)'s.
-EXIT_TIMEOUT = 124
-
-
 @click.command()
 @click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
 @click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
@@ -229,7 +251,7 @@ def wait(app, job_ids, timeout, as_json):
       queuectl wait build test --timeout 600 && ./deploy
       queuectl wait job1 --json
     """
-    from queuectl.waiting import wait_for_end
+    from queuectl.waiting import EXIT_TIMEOUT, wait_for_end
 
     store = app.store()
     known = store.jobs_by_id(job_ids)
