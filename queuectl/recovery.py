@@ -124,9 +124,14 @@ class Recovery:
             log.warning("recovered job %s from %s (worker lost): now %s", job_id, whose, state.value)
 
 
+def _here(j: JobProcess) -> bool:
+    """True if the job's worker ran on this host (boot and PID namespace): its leftovers are ours to kill."""
+    return j.host is not None and procs.is_local(j.host, j.boot_id, j.pid_ns)
+
+
 def _found_by_environment(j: JobProcess) -> bool:
     """True if a recovery would look for the job's processes on this host by their environment."""
-    return not j.pgid and j.host is not None and procs.is_local(j.host, j.boot_id, j.pid_ns)
+    return not j.pgid and _here(j)
 
 
 def _held(job_id: str, why: str) -> bool:
@@ -145,7 +150,7 @@ def kill_local(jobs: Sequence[JobProcess]) -> bool:
     """
     groups: dict[str, list[int]] = {}
     for j in jobs:
-        if j.host is None or not procs.is_local(j.host, j.boot_id, j.pid_ns):
+        if not _here(j):
             continue
         if j.pgid:
             if not procs.may_signal_group(j.pgid):

@@ -68,16 +68,17 @@ def enqueue(app, job, file, wait_):
     if not wait_:
         click.echo("\n".join(e.id for e in done))
         return None
-    return _wait_for_enqueued(store, list(dict.fromkeys(e.id for e in done)), "\n".join(e.id for e in done))
+    return _wait_for_enqueued(store, [e.id for e in done])
 
 
-def _wait_for_enqueued(store, job_ids: list[str], printed: str) -> int:
-    """`enqueue --wait`: print `printed` (the ids), wait for the jobs just enqueued (or matched by key),
-    and return their exit status (queuectl.waiting.exit_status; the first that is not 0)."""
+def _wait_for_enqueued(store, printed: list[str]) -> int:
+    """`enqueue --wait`: print the ids (`printed`: one per job, a key's holder's for a matched one), wait
+    for those jobs, and return their exit status (queuectl.waiting.exit_status; the first that is not 0)."""
     from queuectl.waiting import exit_status, wait_for_end
 
+    job_ids = list(dict.fromkeys(printed))
     try:
-        click.echo(printed)  # the ids first (flushed), for a script that reads them while the jobs run
+        click.echo("\n".join(printed))  # the ids first (flushed), for a script that reads them while the jobs run
         jobs, _ = wait_for_end(store, job_ids)
     except KeyboardInterrupt:
         click.echo(f"queuectl: stopped waiting; the job goes on: queuectl wait {' '.join(job_ids)}", err=True)
@@ -253,9 +254,10 @@ def wait(app, job_ids, timeout, as_json):
     """
     from queuectl.waiting import EXIT_TIMEOUT, wait_for_end
 
+    job_ids = list(dict.fromkeys(job_ids))  # each once, in the order given
     store = app.store()
     known = store.jobs_by_id(job_ids)
-    unknown = [job_id for job_id in dict.fromkeys(job_ids) if job_id not in known]
+    unknown = [job_id for job_id in job_ids if job_id not in known]
     for job_id in unknown:
         click.echo(f"queuectl: error: no job with id {job_id!r}", err=True)
     if unknown:
@@ -263,11 +265,11 @@ def wait(app, job_ids, timeout, as_json):
     jobs, waiting = wait_for_end(store, job_ids, timeout)
     if as_json:
         print_json([{"id": j.id, "state": j.state.value, "exit_code": j.exit_code, "attempts": j.attempts}
-                    for j in (jobs[job_id] for job_id in dict.fromkeys(job_ids))])
+                    for j in (jobs[job_id] for job_id in job_ids)])
     if waiting:
         click.echo(f"queuectl: timed out after {timeout:g} s waiting for {', '.join(waiting)}", err=True)
         return EXIT_TIMEOUT
-    failed = [jobs[job_id] for job_id in dict.fromkeys(job_ids) if jobs[job_id].state != JobState.COMPLETED]
+    failed = [jobs[job_id] for job_id in job_ids if jobs[job_id].state != JobState.COMPLETED]
     for j in failed:
         click.echo(f"job {j.id} {j.state.value}: {j.last_error or 'no error recorded'}", err=True)
     return 1 if failed else 0
