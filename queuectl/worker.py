@@ -293,6 +293,8 @@ class Worker:
                 announced = self._on_stop_request(announced)
             wait = self.tick()
             if wait is None:
+                if self.stop_requests > announced:  # a signal during the last turn: it still says STOPPING=1
+                    self._on_stop_request(announced)
                 return self.exit_code
             if self.notifier.enabled:
                 self.notifier.status(self._status_line())
