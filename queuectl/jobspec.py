@@ -17,7 +17,9 @@ from queuectl.errors import InvalidInput
 #: (execve(2), "Limits on size of arguments and environment").
 MAX_COMMAND_BYTES = 128 * 1024 - 1
 MAX_RETRIES = 2**31 - 1
-FIELDS = ("id", "command", "queue", "priority", "max_retries", "run_at", "delay", "timeout", "cwd", "key")
+FIELDS = ("id", "command", "queue", "priority", "max_retries", "run_at", "delay", "timeout", "cwd", "key", "after")
+#: The most dependencies one job may name.
+MAX_AFTER = 1000
 _ID = re.compile(r"[A-Za-z0-9._:@+=-]{1,128}")
 _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 #: An unknown field's name shown as it is in a message; any other is shown as repr() shows it.
@@ -44,6 +46,7 @@ class NewJob:
     cwd: str | None
     delay: float | None = 0.0
     key: str | None = None  # idempotency key: nothing is added while a job holding it has not ended
+    after: tuple[str, ...] = ()  # ids of jobs that must complete first (each once, in the order given)
 
 
 def new_job_id() -> str:
@@ -138,6 +141,8 @@ def validate_job(obj, now: float) -> NewJob:
     if key is not None and (not isinstance(key, str) or not _ID.fullmatch(key)):
         raise InvalidInput("key must be 1-128 characters of letters, digits and ._:@+=-")
 
+    after = _parse_after(obj.get("after", ()), job_id)
+
     queue = check_queue(obj.get("queue", "default"))
 
     priority = obj.get("priority", 0)
@@ -185,7 +190,21 @@ def validate_job(obj, now: float) -> NewJob:
         cwd=cwd,
         delay=float(delay) if delay is not None else None,
         key=key,
+        after=after,
     )
+
+
+def _parse_after(value, job_id: str) -> tuple[str, ...]:
+    """The `after` field (a job id, or a list of at most MAX_AFTER) as a tuple of distinct ids; raises InvalidInput."""
+    ids = [value] if isinstance(value, str) else value
+    if not isinstance(ids, (list, tuple)) or not all(isinstance(i, str) and _ID.fullmatch(i) for i in ids):
+        raise InvalidInput("after must be a job id or a list of job ids (1-128 characters of letters, digits and"
+                           " ._:@+=-)")
+    if len(ids) > MAX_AFTER:
+        raise InvalidInput(f"after names more than {MAX_AFTER} jobs")
+    if job_id in ids:
+        raise InvalidInput(f"job {job_id} cannot be after itself")
+    return tuple(dict.fromkeys(ids))
 
 
 def _parse_run_at(value) -> float:

@@ -13,7 +13,9 @@ class JobState(str, enum.Enum):
     pending -> processing -> completed
                           -> failed (a retry is scheduled at run_at) -> processing ...
                           -> dead (the dead letter queue)
-                          -> cancelled (`queuectl cancel`; also from pending and failed)
+                          -> cancelled (`queuectl cancel`; also from pending, blocked and failed)
+    blocked (waiting for the jobs of its `after` to complete) -> pending
+                                                             -> cancelled (a dependency ended dead or cancelled)
     """
 
     PENDING = "pending"
@@ -22,6 +24,7 @@ class JobState(str, enum.Enum):
     FAILED = "failed"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    BLOCKED = "blocked"
 
     def __str__(self) -> str:
         return self.value
@@ -72,6 +75,7 @@ class Job:
     exit_code: int | None = None
     last_error: str | None = None
     key: str | None = None  # its idempotency key, if it was given one
+    after: tuple[str, ...] = ()  # the ids of its dependencies (read by get_job and list_jobs only)
     stdout: bytes | None = field(default=None, repr=False)
     stderr: bytes | None = field(default=None, repr=False)
     seq: int = 0
@@ -104,6 +108,7 @@ class Job:
             "exit_code": self.exit_code,
             "last_error": self.last_error,
             "key": self.key,
+            "after": list(self.after),
         }
         if output:
             d["stdout"] = _text(self.stdout)

@@ -40,6 +40,8 @@ class RunResult:
     stderr: bytes
     duration: float
     timed_out: bool = False
+    written: tuple[int, int] = (0, 0)  # bytes the run wrote in all to stdout and to stderr
+
 
     @property
     def ok(self) -> bool:
@@ -52,14 +54,21 @@ class Tail:
     def __init__(self, limit: int):
         self.limit = limit
         self.buf = bytearray()
+        self.total = 0  # bytes written in all
 
     def add(self, data: bytes) -> None:
         self.buf += data
+        self.total += len(data)
         if len(self.buf) > 2 * self.limit:  # trim rarely: amortised O(1) per byte
             del self.buf[: len(self.buf) - self.limit]
 
     def value(self) -> bytes:
         return bytes(self.buf[-self.limit:]) if self.limit else b""
+
+    def since(self, position: int) -> bytes:
+        """The bytes written after the first `position` that the tail still holds (the last `limit` at most)."""
+        n = min(self.total - position, len(self.buf), self.limit)
+        return bytes(self.buf[-n:]) if n > 0 else b""
 
 
 def job_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -158,6 +167,8 @@ class RunningJob:
         self.kill_at: float | None = None
         self.timed_out = False
         self.streams = {stdout: Tail(output_limit), stderr: Tail(output_limit)}
+        self.flushed: tuple[int, int] = (0, 0)  # bytes of stdout and stderr the store has (live output)
+        self.flushed_at = started  # monotonic time of the last live output recorded (or the start)
         for fd in self.streams:
             os.set_blocking(fd, False)
         try:
@@ -175,6 +186,21 @@ class RunningJob:
         if self._pgid_start is None and self.returncode is None:
             self._pgid_start = procs.process_start_time(self.pid)
         return self._pgid_start
+
+    @property
+    def written(self) -> tuple[int, int]:
+        """Bytes written so far to stdout and to stderr."""
+        out, err = self.streams.values()
+        return out.total, err.total
+
+    def unflushed(self) -> bool:
+        """True if it wrote output that the store does not have yet (and the tail keeps any)."""
+        return self.written != self.flushed and next(iter(self.streams.values())).limit > 0
+
+    def output_since(self, positions: tuple[int, int]) -> tuple[bytes, bytes]:
+        """What stdout and stderr hold of the bytes written after `positions`."""
+        out, err = self.streams.values()
+        return out.since(positions[0]), err.since(positions[1])
 
     def poll(self) -> bool:
         """Reap the shell if it has exited (without waiting); return True once it has."""
@@ -252,6 +278,7 @@ class RunningJob:
             stderr=stderr,
             duration=now - self.started,
             timed_out=self.timed_out,
+            written=self.written,
         )
 
 

@@ -10,7 +10,89 @@ _V3_COLUMNS = ("seq, id, queue, command, state, priority, attempts, max_retries,
 
 #: The jobs that hold their idempotency key (the jobs_key_held partial index's WHERE, which an
 #: enqueue's ON CONFLICT names): those that have not ended.
-KEY_HELD = "key IS NOT NULL AND state IN ('pending', 'failed', 'processing')"
+KEY_HELD = "key IS NOT NULL AND state IN ('pending', 'blocked', 'failed', 'processing')"
+#: KEY_HELD as schema version 6 (PostgreSQL step 4) made it, before the blocked state.
+_KEY_HELD_V6 = "key IS NOT NULL AND state IN ('pending', 'failed', 'processing')"
+
+#: The jobs table's columns in version 6, which version 7 copies.
+_V6_COLUMNS = _V3_COLUMNS + ", cancel_requested_at, key"
+
+#: What a job's dependants become when it completes or ends otherwise (triggers of both engines,
+#: which name the job that changed NEW): released when it was the last of their dependencies not
+#: completed; cancelled, with a last error naming it, when it ended dead or cancelled. A job
+#: cancelled because its own dependency failed passes that dependency's name on, so that every
+#: job of a chain names the one that failed.
+RELEASE_DEPENDANTS = ("UPDATE jobs SET blockers = blockers - 1, updated_at = NEW.updated_at,"
+                      " state = CASE WHEN blockers <= 1 THEN 'pending' ELSE 'blocked' END"
+                      " WHERE state = 'blocked' AND seq IN (SELECT seq FROM job_deps WHERE after_seq = NEW.seq)")
+CANCEL_DEPENDANTS = (
+    "UPDATE jobs SET state = 'cancelled', updated_at = NEW.updated_at, finished_at = NEW.updated_at,"
+    " delay = NULL, due_boot = NULL, due_mono = NULL,"
+    " last_error = CASE WHEN NEW.state = 'cancelled' AND NEW.last_error LIKE 'dependency %' THEN NEW.last_error"
+    " ELSE 'dependency ' || NEW.id || CASE WHEN NEW.state = 'dead' THEN ' is dead' ELSE ' was cancelled' END END"
+    " WHERE state = 'blocked' AND seq IN (DEPENDANTS)")
+
+
+def dependency_failed(dep_id: str, state: str) -> str:
+    """The last error of a job whose dependency `dep_id` had already ended `state` (dead or cancelled)
+    when the job was enqueued: CANCEL_DEPENDANTS's wording."""
+    return f"dependency {dep_id} {'is dead' if state == 'dead' else 'was cancelled'}"
+
+
+#: What the table rebuilds (steps 4 and 7) share, as step 4 wrote it: the jobs table's first columns
+#: (STATES: its state CHECK's list), and the indexes and triggers made again on the new table.
+_REBUILT_COLUMNS = """    seq         INTEGER PRIMARY KEY,
+    id          TEXT NOT NULL UNIQUE,
+    queue       TEXT NOT NULL,
+    command     TEXT NOT NULL,
+    state       TEXT NOT NULL
+                CHECK (state IN (STATES)),
+    priority    INTEGER NOT NULL DEFAULT 0,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    max_retries INTEGER,
+    timeout     REAL,
+    cwd         TEXT,
+    run_at      REAL NOT NULL,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL,
+    started_at  REAL,
+    finished_at REAL,
+    worker_id   INTEGER,
+    pgid        INTEGER,
+    pgid_start  INTEGER,
+    exit_code   INTEGER,
+    last_error  TEXT,
+    delay       REAL,
+    due_boot    TEXT,
+    due_mono    REAL,
+"""
+_V4_STATES = "'pending', 'processing', 'completed', 'failed', 'dead', 'cancelled'"
+_V7_STATES = _V4_STATES + ", 'blocked'"
+_REBUILT_INDEXES_TRIGGERS = """CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq, state, queue, due_boot, due_mono, delay)
+    WHERE state IN ('pending', 'failed');
+CREATE INDEX jobs_processing ON jobs (worker_id) WHERE state = 'processing';
+CREATE INDEX jobs_state ON jobs (state, seq);
+CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
+-- Retention deletes finished jobs oldest first.
+CREATE INDEX jobs_finished ON jobs (state, finished_at) WHERE state IN ('completed', 'dead', 'cancelled');
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
+        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_update AFTER UPDATE OF state, queue ON jobs
+WHEN OLD.state IS NOT NEW.state OR OLD.queue IS NOT NEW.queue BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
+    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
+        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
+END;
+CREATE TRIGGER jobs_wall_only_reschedule AFTER UPDATE OF run_at ON jobs
+WHEN NEW.run_at IS NOT OLD.run_at AND NEW.due_mono IS OLD.due_mono AND NEW.due_mono IS NOT NULL BEGIN
+    UPDATE jobs SET delay = NULL, due_boot = NULL, due_mono = NULL WHERE seq = NEW.seq;
+END;
+"""
 
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
 MIGRATIONS: dict[int, str] = {
@@ -125,60 +207,12 @@ END;
 -- (https://www.sqlite.org/lang_altertable.html, "other kinds of table schema changes"), with
 -- foreign keys off (the migrator turns them off around this step).
 CREATE TABLE jobs_v4 (
-    seq         INTEGER PRIMARY KEY,
-    id          TEXT NOT NULL UNIQUE,
-    queue       TEXT NOT NULL,
-    command     TEXT NOT NULL,
-    state       TEXT NOT NULL
-                CHECK (state IN ('pending', 'processing', 'completed', 'failed', 'dead', 'cancelled')),
-    priority    INTEGER NOT NULL DEFAULT 0,
-    attempts    INTEGER NOT NULL DEFAULT 0,
-    max_retries INTEGER,
-    timeout     REAL,
-    cwd         TEXT,
-    run_at      REAL NOT NULL,
-    created_at  REAL NOT NULL,
-    updated_at  REAL NOT NULL,
-    started_at  REAL,
-    finished_at REAL,
-    worker_id   INTEGER,
-    pgid        INTEGER,
-    pgid_start  INTEGER,
-    exit_code   INTEGER,
-    last_error  TEXT,
-    delay       REAL,
-    due_boot    TEXT,
-    due_mono    REAL,
-    cancel_requested_at REAL                  -- Unix seconds: `queuectl cancel` of a processing job
+REBUILT_COLUMNS    cancel_requested_at REAL                  -- Unix seconds: `queuectl cancel` of a processing job
 );
 INSERT INTO jobs_v4 (COLS) SELECT COLS FROM jobs;
 DROP TABLE jobs;
 ALTER TABLE jobs_v4 RENAME TO jobs;
-CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq, state, queue, due_boot, due_mono, delay)
-    WHERE state IN ('pending', 'failed');
-CREATE INDEX jobs_processing ON jobs (worker_id) WHERE state = 'processing';
-CREATE INDEX jobs_state ON jobs (state, seq);
-CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
--- Retention deletes finished jobs oldest first.
-CREATE INDEX jobs_finished ON jobs (state, finished_at) WHERE state IN ('completed', 'dead', 'cancelled');
-CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
-    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
-        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER jobs_count_update AFTER UPDATE OF state, queue ON jobs
-WHEN OLD.state IS NOT NEW.state OR OLD.queue IS NOT NEW.queue BEGIN
-    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
-    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
-        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
-    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
-END;
-CREATE TRIGGER jobs_wall_only_reschedule AFTER UPDATE OF run_at ON jobs
-WHEN NEW.run_at IS NOT OLD.run_at AND NEW.due_mono IS OLD.due_mono AND NEW.due_mono IS NOT NULL BEGIN
-    UPDATE jobs SET delay = NULL, due_boot = NULL, due_mono = NULL WHERE seq = NEW.seq;
-END;
-
+REBUILT_INDEXES_TRIGGERS
 -- How runs ended, by queue: counters for `queuectl metrics` that retention does not touch.
 CREATE TABLE job_runs (
     queue   TEXT NOT NULL,
@@ -206,7 +240,8 @@ CREATE TABLE leases (
     holder     INTEGER NOT NULL,
     expires_at REAL NOT NULL                  -- Unix seconds
 ) WITHOUT ROWID;
-""".replace("COLS", _V3_COLUMNS),
+""".replace("COLS", _V3_COLUMNS).replace("REBUILT_COLUMNS", _REBUILT_COLUMNS.replace("STATES", _V4_STATES))
+       .replace("REBUILT_INDEXES_TRIGGERS", _REBUILT_INDEXES_TRIGGERS),
     # A job claimed ahead and given back unstarted (started_at NULL: released, or recovered from
     # a dead worker before its start was recorded) made no run: it is not counted as one.
     5: """
@@ -223,11 +258,62 @@ END;
     # processing) holds a key; an enqueue of a held key adds nothing (SqlStore.enqueue).
     6: f"""
 ALTER TABLE jobs ADD COLUMN key TEXT;
-CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {KEY_HELD};
+CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {_KEY_HELD_V6};
 """,
+    # Dependencies (a job's `after`): the blocked state, which again needs the table rebuilt for its
+    # CHECK (as step 4). A blocked job waits for `blockers` dependencies still to complete; job_deps
+    # lists them; `dependants` marks a job some other job is after, so that the triggers below run
+    # for those jobs alone. Blocked jobs are in no claim index: claims never read them.
+    7: """
+CREATE TABLE jobs_v7 (
+REBUILT_COLUMNS    cancel_requested_at REAL,
+    key         TEXT,
+    blockers    INTEGER NOT NULL DEFAULT 0,   -- dependencies not yet completed (while blocked)
+    dependants  INTEGER NOT NULL DEFAULT 0    -- 1: a job is after this one
+);
+INSERT INTO jobs_v7 (COLS) SELECT COLS FROM jobs;
+DROP TABLE jobs;
+ALTER TABLE jobs_v7 RENAME TO jobs;
+REBUILT_INDEXES_TRIGGERSCREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE KEY_HELD;
+CREATE TRIGGER jobs_count_runs AFTER UPDATE OF state ON jobs
+WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_at IS NOT NULL BEGIN
+    INSERT INTO job_runs (queue, outcome, n) VALUES (NEW.queue,
+        CASE WHEN NEW.last_error = 'worker lost' THEN 'recovered'
+             WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
+        ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
+END;
+
+-- job seq waits for job after_seq to complete.
+CREATE TABLE job_deps (
+    seq       INTEGER NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,
+    after_seq INTEGER NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,
+    PRIMARY KEY (seq, after_seq)
+) WITHOUT ROWID;
+CREATE INDEX job_deps_after ON job_deps (after_seq, seq);
+-- Output written while the job runs (for `logs --follow`): which attempt's it is, and how many bytes
+-- that attempt has written in all, of which stdout and stderr hold the last output-limit.
+ALTER TABLE job_output ADD COLUMN attempt INTEGER;
+ALTER TABLE job_output ADD COLUMN stdout_total INTEGER;
+ALTER TABLE job_output ADD COLUMN stderr_total INTEGER;
+-- In the transaction that completes a job, its dependants whose last dependency it was become pending.
+CREATE TRIGGER jobs_release_dependants AFTER UPDATE OF state ON jobs
+WHEN NEW.dependants <> 0 AND NEW.state = 'completed' AND OLD.state IS NOT 'completed' BEGIN
+    RELEASE_DEPENDANTS;
+END;
+-- A job that ends dead or cancelled cancels its dependants, and theirs in turn (all at once: SQLite
+-- runs no trigger from within itself unless recursive_triggers is on).
+CREATE TRIGGER jobs_cancel_dependants AFTER UPDATE OF state ON jobs
+WHEN NEW.dependants <> 0 AND NEW.state IN ('dead', 'cancelled') AND OLD.state IS NOT NEW.state BEGIN
+    CANCEL_DEPENDANTS;
+END;
+""".replace("COLS", _V6_COLUMNS).replace("REBUILT_COLUMNS", _REBUILT_COLUMNS.replace("STATES", _V7_STATES))
+       .replace("REBUILT_INDEXES_TRIGGERS", _REBUILT_INDEXES_TRIGGERS).replace("KEY_HELD", KEY_HELD).replace("RELEASE_DEPENDANTS", RELEASE_DEPENDANTS)
+       .replace("CANCEL_DEPENDANTS", CANCEL_DEPENDANTS.replace("DEPENDANTS", (
+           "WITH RECURSIVE down (seq) AS (SELECT seq FROM job_deps WHERE after_seq = NEW.seq"
+           " UNION SELECT d.seq FROM job_deps d JOIN down ON d.after_seq = down.seq) SELECT seq FROM down"))),
 }
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.
-REBUILDS = {4}
+REBUILDS = {4, 7}
 
 SCHEMA_VERSION = max(MIGRATIONS)

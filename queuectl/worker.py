@@ -65,7 +65,7 @@ from queuectl.recovery import Recovery
 from queuectl.retention import Retention
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import drain, on_stop
-from queuectl.store import Exchange, Outcome, Running, Store, WorkerGone
+from queuectl.store import Exchange, LiveOutput, Outcome, Running, Store, WorkerGone
 from queuectl.wake import listen as listen_for_pokes
 
 log = logging.getLogger("queuectl.worker")
@@ -82,6 +82,9 @@ RECORD_WITHIN = 0.01
 #: Seconds below which a job counts as short (the worker then claims ahead), and the longest a
 #: claimed-ahead job waits behind slots that are all busy before it is given back.
 HOLD = 0.02
+#: Seconds between records of a running job's new output (for `logs --follow`, which reads it within
+#: 1 s): a job that ends sooner, as short jobs do, has its output recorded with its end alone.
+OUTPUT_EVERY = 0.25
 #: Jobs claimed ahead per slot while jobs are short (the module's rules).
 PREFETCH_PER_SLOT = 8
 #: Seconds between tries of the database after it failed (locked, full, failing).
@@ -107,6 +110,11 @@ class Stats:
     done: int = 0
     failed: int = 0
     recovered: int = 0
+
+
+def output_due(proc) -> float:
+    """The monotonic time by which a running job's new output is to be recorded (inf: it has none)."""
+    return proc.flushed_at + OUTPUT_EVERY if proc.unflushed() else float("inf")
 
 
 class Ledger:
@@ -156,9 +164,11 @@ class Ledger:
             entries.append(Running(job_id, self.starts.get(job_id), proc.pgid if proc else None,
                                    proc.pgid_start if proc else None))
         requeue = [key for key, _, _, _ in self.ended if key in self.forced]
-        ended = [Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr, wall, self.starts.get(key))
+        ended = [Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr, wall, self.starts.get(key), r.written)
                  for key, r, wall, _ in self.ended if key not in self.forced]
-        return Exchange(entries, ended, requeue, list(self.release), claim)
+        output = [LiveOutput(job_id, *proc.output_since(proc.flushed), *proc.flushed, proc.written)
+                  for job_id, proc in running.items() if output_due(proc) <= mono]
+        return Exchange(entries, ended, requeue, list(self.release), claim, output)
 
     def recorded(self, ex: Exchange) -> None:
         """Forget what `ex` recorded (the store committed it)."""
@@ -340,7 +350,7 @@ class Worker:
             self._stop_cancelled(now)
             self._release_held(now)
             claim = self._claim_wanted(now, stopping)
-            if claim or now >= self.ledger.due(now, self._batching()):
+            if claim or now >= min(self.ledger.due(now, self._batching()), self._output_due()):
                 self._exchange(now, claim)
                 self._database_works()  # the held results are in: claimed jobs may start again
                 self._start_reserved(now)
@@ -378,6 +388,10 @@ class Worker:
         self._look_for_cancels = True
         self._claim_at = 0.0
 
+    def _output_due(self) -> float:
+        """The monotonic time by which running jobs' new output is to be recorded (inf: none has any)."""
+        return min((output_due(p) for p in self.runner.running.values()), default=float("inf"))
+
     def _batching(self) -> bool:
         """True while ends may wait RECORD_WITHIN for the ends that follow: short jobs keep the slots busy."""
         return self._short and bool(self.runner.running) and not self.stop_requests
@@ -394,7 +408,9 @@ class Worker:
 
     def _next_due(self, now: float, stopping: bool) -> float:
         """Seconds until the next duty: the heartbeat, a record's deadline, a claim, a reserve's release."""
-        due = min(self._next_beat, self.ledger.due(now, self._batching()))
+        due = min(self._next_beat, self.ledger.due(now, self._batching()), self._output_due())
+        if self.runner.running:  # output read meanwhile does not end the wait: look at it again then
+            due = min(due, now + OUTPUT_EVERY)
         if not stopping and len(self.runner.running) + len(self.reserve) < self.slots:
             due = min(due, self._claim_at)
         if self.reserve and self.runner.running and len(self.runner.running) >= self.slots:
@@ -461,6 +477,10 @@ class Worker:
             states = [self._recorded_before(o) if state is None else state for o, state in zip(ex.ended, states)]
             self._in_doubt = False
         self.ledger.recorded(ex)
+        for o in ex.output:
+            proc = self.runner.running.get(o.job_id)
+            if proc is not None:
+                proc.flushed, proc.flushed_at = o.written, now
         for key in ex.requeue:
             log.warning("job %s stopped and put back to pending", key)
         for key in ex.release:

@@ -41,7 +41,7 @@ DEFAULTS = {
     "keep-cancelled": 86400.0,
     "keep-dead": 604800.0,
 }
-STATES = ["pending", "processing", "completed", "failed", "dead", "cancelled"]
+STATES = ["pending", "processing", "completed", "failed", "dead", "cancelled", "blocked"]
 
 
 @pytest.fixture
@@ -370,8 +370,8 @@ def test_logs(run_cli, populated):
 
 def test_status(run_cli, populated):
     s = json_only(run_cli("status", "--json"))
-    assert s["jobs"] == {"pending": 2, "processing": 1, "completed": 1, "failed": 1, "dead": 1, "cancelled": 0}
-    zero = {"pending": 0, "processing": 0, "completed": 0, "failed": 0, "dead": 0, "cancelled": 0}
+    assert s["jobs"] == {"pending": 2, "processing": 1, "completed": 1, "failed": 1, "dead": 1, "cancelled": 0, "blocked": 0}
+    zero = {"pending": 0, "processing": 0, "completed": 0, "failed": 0, "dead": 0, "cancelled": 0, "blocked": 0}
     assert s["queues"] == {"build": {**zero, "dead": 1, "processing": 1, "pending": 1},
                            "default": {**zero, "completed": 1, "failed": 1, "pending": 1}}
     [w] = s["workers"]
@@ -447,7 +447,7 @@ def test_burst_worker_runs_jobs_to_completed_and_dead(run_cli, db):
     assert json_only(run_cli("show", "other", "--json"))["state"] == "pending"  # not a queue it serves
     status = json_only(run_cli("status", "--json"))
     assert status["workers"] == []  # deregistered after a clean stop
-    assert status["jobs"] == {"pending": 1, "processing": 0, "completed": 1, "failed": 0, "dead": 1, "cancelled": 0}
+    assert status["jobs"] == {"pending": 1, "processing": 0, "completed": 1, "failed": 0, "dead": 1, "cancelled": 0, "blocked": 0}
 
 
 @pytest.mark.parametrize("args, fragments", [
@@ -883,7 +883,7 @@ def test_cancel_by_filter(run_cli, populated):
     (("cancel", "p1", "--queue", "build"), 2, ["give job ids, or --queue/--state, not both"]),
     (("cancel", "--state", "dead"), 2, ["'dead' is not one of"]),
     (("cancel", "--queue", "bad queue!"), 2, ["queue names are"]),
-    (("cancel", "c1"), 1, ["job 'c1' is completed; only pending, failed and processing jobs can be cancelled"]),
+    (("cancel", "c1"), 1, ["job 'c1' is completed; only pending, blocked, failed and processing jobs can be cancelled"]),
     (("cancel", "d1"), 1, ["job 'd1' is dead"]),
     (("cancel", "nope"), 1, ["no job with id 'nope'"]),
     (("retry",), 2, ["Missing argument 'ID...'"]),
@@ -903,7 +903,7 @@ def test_cancel_reports_each_id_and_changes_the_good_ones(run_cli, populated):
     r = run_cli("cancel", "p1", "c1", "nope")
     assert r.exit_code == 1 and r.stdout == "p1: cancelled\n"
     assert r.stderr.splitlines() == [
-        "queuectl: error: job 'c1' is completed; only pending, failed and processing jobs can be cancelled",
+        "queuectl: error: job 'c1' is completed; only pending, blocked, failed and processing jobs can be cancelled",
         "queuectl: error: no job with id 'nope'"]
     assert json_only(run_cli("show", "p1", "--json"))["state"] == "cancelled"
 
@@ -1047,8 +1047,8 @@ def test_status_and_metrics_format_one_snapshot_that_reads_the_store_once(db, po
     # Formatting reads nothing: the store is closed, and the metrics are those status shows.
     text = render(snap)
     assert snap.counts["build"] == {"pending": 1, "processing": 1, "completed": 0, "failed": 0, "dead": 1,
-                                    "cancelled": 0}  # every state, in order, zeros included
-    assert snap.totals == {"pending": 2, "processing": 1, "completed": 1, "failed": 1, "dead": 1, "cancelled": 0}
+                                    "cancelled": 0, "blocked": 0}  # every state, in order, zeros included
+    assert snap.totals == {"pending": 2, "processing": 1, "completed": 1, "failed": 1, "dead": 1, "cancelled": 0, "blocked": 0}
     assert snap.runs["default"] == {"completed": 1, "failed": 1} and set(snap.paused) == {"idle"}
     assert set(snap.oldest_ready) == {"build", "default"} and all(a >= 0 for a in snap.oldest_ready.values())
     [w] = snap.workers

@@ -462,7 +462,7 @@ def test_cancel_each_state(store):
     assert {k: r.result for k, r in results.items()} == {
         "p": "cancelled", "f": "cancelled", "r": "requested", "c": "error", "d": "error", "nope": "error"}
     assert results["r"].worker == "w1"
-    assert "completed; only pending, failed and processing" in results["c"].message
+    assert "completed; only pending, blocked, failed and processing" in results["c"].message
     assert results["nope"].message == "no job with id 'nope'"
     assert [store.get_job(j).state for j in ("p", "f", "r", "c", "d")] == [
         JobState.CANCELLED, JobState.CANCELLED, JobState.PROCESSING, JobState.COMPLETED, JobState.DEAD]

@@ -53,6 +53,6 @@ def retry(app, job_ids):
       queuectl dlq retry job1
     """
     store = app.store()
-    store.dlq_retry(list(job_ids), store.now())
-    for job_id in job_ids:
-        click.echo(f"{job_id}: pending")
+    states = store.dlq_retry(list(job_ids), store.now())
+    for job_id, state in zip(job_ids, states):
+        click.echo(f"{job_id}: {state.value}")

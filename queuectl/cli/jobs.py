@@ -8,10 +8,10 @@ import time
 import click
 
 from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table
-from queuectl.errors import Conflict, InvalidInput
+from queuectl.errors import Conflict, InvalidInput, NotFound
 from queuectl.jobspec import check_queue, parse_job
 from queuectl.models import JobState, iso, one_line
-from queuectl.store import DuplicateJob
+from queuectl.store import DuplicateJob, UnknownDependency
 
 STATE_CHOICE = click.Choice([s.value for s in JobState])
 
@@ -22,30 +22,39 @@ STATE_CHOICE = click.Choice([s.value for s in JobState])
               help="Read one JSON job per line from FILE ('-' for stdin); all or none are enqueued.")
 @click.option("--wait", "wait_", is_flag=True,
               help="Then wait until the job has ended, and exit as its command did (0 when it completed).")
+@click.option("--follow", is_flag=True,
+              help="Then print its output as it is written (as `logs -f`), and exit as --wait does.")
 @pass_app
-def enqueue(app, job, file, wait_):
+def enqueue(app, job, file, wait_, follow):
     """Add a job to the queue and print its id.
 
     JSON is an object with `command` (required) and optionally `id`, `queue`, `priority`
     (higher runs first), `max_retries`, `run_at` (ISO-8601 with offset) or `delay`
-    (seconds), `timeout` (seconds), `cwd` (absolute path) and `key`: while a job with
-    the same key has not ended, nothing is added and that job's id is printed.
+    (seconds), `timeout` (seconds), `cwd` (absolute path), `key`: while a job with
+    the same key has not ended, nothing is added and that job's id is printed; and
+    `after`, a job id or a list of them: the job is blocked until they have completed,
+    and cancelled if one ends dead or cancelled (at once, if one already has).
 
     \b
     Examples:
       queuectl enqueue '{"id":"job1","command":"sleep 2"}'
       queuectl enqueue '{"command":"make -C /srv/site","queue":"build","timeout":600}'
       queuectl enqueue '{"command":"/usr/local/bin/backup","key":"nightly-backup"}'
+      queuectl enqueue '{"id":"test","command":"make test","after":"build"}'
       queuectl enqueue --file jobs.jsonl
       queuectl enqueue --wait '{"command":"make -C /srv/site"}' && ./deploy
+      queuectl enqueue --follow '{"command":"make -C /srv/site"}'
 
     With --wait it exits 0 when the job completed; when it ended otherwise, with its
     last attempt's exit code if it had one, 124 if that attempt timed out, else 1
     (cancelled, could not start). With --file: the first job, in file order, that did
-    not complete decides. Ctrl+C stops the waiting only: the jobs go on.
+    not complete decides. --follow prints the job's output as it runs (as `logs -f`)
+    and exits as --wait does. Ctrl+C stops the waiting only: the jobs go on.
     """
     if (job is None) == (file is None):
         raise InvalidInput("give one JSON job or --file FILE")
+    if follow and (file is not None or wait_):
+        raise InvalidInput("--follow follows one job: give one JSON job, without --file or --wait")
     # Validation only: the store sets each relative job's run_at from its own clock (store.now()).
     checked_at = time.time()
     if file is None:
@@ -60,15 +69,51 @@ def enqueue(app, job, file, wait_):
             raise
         line = lines[e.index]
         raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
+    except UnknownDependency as e:
+        if lines is None:
+            raise
+        raise NotFound(f"line {lines[e.index]}: {e}") from None
     for index, (job, result) in enumerate(zip(jobs, done)):
+        where = "" if lines is None else f"line {lines[index]}: "
         if result.held is not None:
-            where = "" if lines is None else f"line {lines[index]}: "
             click.echo(f"{where}key {job.key!r} is held by job {result.id} ({result.held.value}); nothing added",
                        err=True)
+        elif result.cancelled is not None:
+            click.echo(f"{where}job {job.id} is cancelled at once: {result.cancelled}", err=True)
+    if follow:
+        click.echo(done[0].id)
+        return _follow(store, done[0].id, wait_style=False)
     if not wait_:
         click.echo("\n".join(e.id for e in done))
         return None
     return _wait_for_enqueued(store, [e.id for e in done])
+
+
+def _follow(store, job_id: str, wait_style: bool) -> int:
+    """Follow job `job_id`'s output (queuectl.following) until it ends; return the exit status: as `wait`
+    gives it (`wait_style`: 0 or 1, with a line for a job that did not complete), else as `enqueue --wait`
+    does. Ctrl+C stops the following only (130)."""
+    from queuectl.following import follow
+    from queuectl.waiting import exit_status
+
+    sys.stdout.flush()
+    try:
+        job = follow(store, job_id, sys.stdout.buffer, sys.stderr.buffer,
+                     lambda line: click.echo(f"queuectl: {line}", err=True))
+    except KeyboardInterrupt:
+        click.echo(f"queuectl: stopped following; the job goes on: queuectl logs -f {job_id}", err=True)
+        return 130
+    if not wait_style:
+        return exit_status(job)
+    if job.state != JobState.COMPLETED:
+        click.echo(_not_completed(job), err=True)
+        return 1
+    return 0
+
+
+def _not_completed(job) -> str:
+    """The line `wait` prints for a job that ended without completing."""
+    return f"job {job.id} {job.state.value}: {job.last_error or 'no error recorded'}"
 
 
 def _wait_for_enqueued(store, printed: list[str]) -> int:
@@ -152,22 +197,34 @@ def show(app, job_id, as_json):
         print_json(d)
         return
     for key, value in d.items():
-        click.echo(f"{key + ':':13} {'' if value is None else value}")
+        shown = ", ".join(value) if isinstance(value, list) else "" if value is None else value
+        click.echo(f"{key + ':':13} {shown}")
 
 
 @click.command()
 @click.argument("job_id", metavar="ID")
+@click.option("--follow", "-f", is_flag=True,
+              help="Then print its output as it is written, until the job ends; exit as `wait` does.")
 @json_option
 @pass_app
-def logs(app, job_id, as_json):
+def logs(app, job_id, follow, as_json):
     """Print the output a job's last run captured: its stdout on stdout, its stderr on stderr.
 
     The bytes are written as the job wrote them (the last output-limit bytes of each).
+    With --follow: what the running attempt has written so far, then its output as it
+    comes (within a second), across retries (a line on stderr says when another attempt
+    starts), until the job has ended; a pending or blocked job is waited for. Exit 0
+    when it completed, 1 when it ended dead or cancelled (a line on stderr says why).
 
     \b
-    Example:
+    Examples:
       queuectl logs job1
+      queuectl logs -f job1
     """
+    if follow:
+        if as_json:
+            raise InvalidInput("--follow prints the output as it comes; it has no --json")
+        return _follow(app.store(), job_id, wait_style=True)
     job = app.store().get_job(job_id, output=True)
     if as_json:
         d = job.to_dict(output=True)
@@ -271,5 +328,5 @@ def wait(app, job_ids, timeout, as_json):
         return EXIT_TIMEOUT
     failed = [jobs[job_id] for job_id in job_ids if jobs[job_id].state != JobState.COMPLETED]
     for j in failed:
-        click.echo(f"job {j.id} {j.state.value}: {j.last_error or 'no error recorded'}", err=True)
+        click.echo(_not_completed(j), err=True)
     return 1 if failed else 0

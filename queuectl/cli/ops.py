@@ -12,21 +12,24 @@ from queuectl.jobspec import check_queue
 from queuectl.models import JobState
 from queuectl.store import PURGE_BATCH
 
-CANCELLABLE = click.Choice([JobState.PENDING.value, JobState.FAILED.value, JobState.PROCESSING.value])
+CANCELLABLE = click.Choice([JobState.PENDING.value, JobState.BLOCKED.value, JobState.FAILED.value,
+                            JobState.PROCESSING.value])
 
 
 @click.command()
 @click.argument("job_ids", nargs=-1, metavar="[ID]...")
 @click.option("--queue", "-q", metavar="NAME", help="With no ID: cancel the jobs of this queue.")
 @click.option("--state", "-s", "states", multiple=True, type=CANCELLABLE,
-              help="With no ID: cancel the jobs in this state; repeat for several [default: pending, failed"
-                   " and processing].")
+              help="With no ID: cancel the jobs in this state; repeat for several [default: pending, blocked,"
+                   " failed and processing].")
 @click.option("--wait", type=click.FloatRange(min=0), default=10.0, show_default=True,
               help="Seconds to wait for running jobs to be stopped before reporting.")
 @json_option
 @pass_app
 def cancel(app, job_ids, queue, states, wait, as_json):
-    """Cancel jobs: pending and failed ones at once, running ones by their worker.
+    """Cancel jobs: pending, blocked and failed ones at once, running ones by their worker.
+
+    Jobs after a cancelled one (its dependants, and theirs) are cancelled with it.
 
     A running job's process group gets SIGTERM, then SIGKILL 5 s later; the job ends
     cancelled (with its output kept), or completed if it exited 0 first. A cancelled job
@@ -47,7 +50,8 @@ def cancel(app, job_ids, queue, states, wait, as_json):
     if job_ids:
         results = store.cancel(list(dict.fromkeys(job_ids)), now)
     else:
-        chosen = [JobState(s) for s in states] or [JobState.PENDING, JobState.FAILED, JobState.PROCESSING]
+        chosen = [JobState(s) for s in states] or [JobState.PENDING, JobState.BLOCKED, JobState.FAILED,
+                                                   JobState.PROCESSING]
         results = store.cancel_matching(check_queue(queue) if queue else None, chosen, now)
     if not results:
         click.echo("no jobs to cancel", err=True)
@@ -106,9 +110,9 @@ def retry(app, job_ids):
       queuectl retry job1
     """
     store = app.store()
-    store.retry(list(job_ids), store.now())
-    for job_id in job_ids:
-        click.echo(f"{job_id}: pending")
+    states = store.retry(list(job_ids), store.now())
+    for job_id, state in zip(job_ids, states):
+        click.echo(f"{job_id}: {state.value}")
 
 
 def _set_paused(app, queues, paused: bool) -> None:

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from queuectl.backoff import backoff_delay
 from queuectl.clock import Instant
-from queuectl.errors import Conflict
+from queuectl.errors import Conflict, NotFound
 from queuectl.models import JobState
 
 #: Jobs deleted per retention transaction: short write transactions (River deletes 10,000 with
@@ -32,6 +32,14 @@ class DuplicateJob(Conflict):
         super().__init__(f"a job with id {job_id!r} already exists")
         self.job_id = job_id
         self.index = index  # position in the batch of the first job that clashes
+
+
+class UnknownDependency(NotFound):
+    """A job's `after` names a job that does not exist. `index` is the job's position in the batch."""
+
+    def __init__(self, job_id: str, dependency: str, index: int = 0):
+        super().__init__(f"job {job_id} is after {dependency!r}, which is no job; nothing was enqueued")
+        self.index = index
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,37 @@ class Outcome:
     stderr: bytes = b""
     ended_at: float | None = None
     started_at: float | None = None
+    written: tuple[int, int] | None = None  # bytes it wrote in all to stdout, stderr (None: as long as kept)
+
+
+@dataclass(frozen=True)
+class LiveOutput:
+    """Output a running job wrote since it was last recorded (for `logs --follow`), as raw bytes.
+
+    `stdout` holds its stdout's bytes from byte `stdout_from` (counted from the start of the run)
+    on, `stderr` likewise; `written` is how many bytes each stream has had in all. A record sent
+    again (its commit unknown) appends nothing twice (SqlStore._record_output).
+    """
+
+    job_id: str
+    stdout: bytes
+    stderr: bytes
+    stdout_from: int
+    stderr_from: int
+    written: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class FollowedOutput:
+    """What `SqlStore.read_output` read of a job's stored output: its attempt (None: unknown), each
+    stream's bytes from byte `*_from` of that attempt's output on, and the bytes written in all."""
+
+    attempt: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_from: int
+    stderr_from: int
+    written: tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -75,6 +114,7 @@ class Exchange:
     """All a worker records and asks for in one exchange with the store: one transaction.
 
     Applied in this order: `running` (new starts and process groups of jobs still running),
+    `output` (what jobs still running wrote since it was last recorded),
     `ended` (Outcome of each job that ended), `requeue` (ids of running jobs stopped by a
     forced stop: back to pending, their attempt given back), `release` (ids of jobs claimed
     but never started: back to pending, or cancelled if a cancel was requested, with no attempt
@@ -86,19 +126,22 @@ class Exchange:
     requeue: Sequence[str] = ()
     release: Sequence[str] = ()
     claim: int = 0
+    output: Sequence[LiveOutput] = ()
 
     def writes(self) -> bool:
         """True if there is anything to record (not a claim alone)."""
-        return bool(self.running or self.ended or self.requeue or self.release)
+        return bool(self.running or self.ended or self.requeue or self.release or self.output)
 
 
 @dataclass(frozen=True)
 class Enqueued:
     """What `enqueue` did with one job: added it (`held` None), or added nothing because its key is
-    held by the job `id`, which has not ended and is in state `held`."""
+    held by the job `id`, which has not ended and is in state `held`. `cancelled` is the last error
+    of a job added cancelled, as one of its dependencies had ended dead or cancelled."""
 
     id: str
     held: JobState | None = None
+    cancelled: str | None = None  # added, and cancelled at once: this dependency ended dead or cancelled
 
 
 @dataclass(frozen=True)

@@ -76,10 +76,11 @@ class Store(Protocol):
         """Cancel every job of `states` in `queue` (None: every queue)."""
 
     def retry(self, job_ids: Sequence[str], now: Instant | float,
-              states: Sequence[JobState] = (JobState.DEAD, JobState.CANCELLED)) -> None:
-        """Move dead or cancelled jobs back to pending, all or none; raises NotFound or Conflict."""
+              states: Sequence[JobState] = (JobState.DEAD, JobState.CANCELLED)) -> list[JobState]:
+        """Move dead or cancelled jobs back to pending (blocked, with dependencies to wait for), all or none;
+        return their new states; raises NotFound or Conflict."""
 
-    def dlq_retry(self, job_ids: Sequence[str], now: Instant | float) -> None:
+    def dlq_retry(self, job_ids: Sequence[str], now: Instant | float) -> list[JobState]:
         """`retry` for dead jobs alone (the dead letter queue)."""
 
     def set_paused(self, queues: Sequence[str], paused: bool, now: Instant | float) -> list[bool]:

@@ -379,7 +379,7 @@ class PostgresStore(SqlStore):
         """SqlStore.exchange; when every ended job succeeded and none is requeued (the hot path), in one
         statement: one round trip, its own transaction (data-modifying CTEs, each guarded by the
         worker's share-locked row, so that a worker no longer registered changes nothing)."""
-        if ex.requeue or any(not o.ok for o in ex.ended) or not (ex.writes() or ex.claim > 0):
+        if ex.requeue or ex.output or any(not o.ok for o in ex.ended) or not (ex.writes() or ex.claim > 0):
             return super().exchange(worker_id, ex, queues, now, config)
         now = instant(now)
         if not ex.writes() and not self._any_ready(queues, now):
@@ -401,13 +401,15 @@ class PostgresStore(SqlStore):
             " started_at = coalesce(u.started_at, j.started_at), updated_at = ?, finished_at = least(u.ended_at, ?),"
             " exit_code = u.exit_code, last_error = NULL, worker_id = NULL, pgid = NULL, pgid_start = NULL"
             " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, ended_at float8,"
-            " exit_code int, stdout text, stderr text)"
+            " exit_code int, stdout text, stderr text, out_total bigint, err_total bigint)"
             " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing'"
             " RETURNING j.id, j.seq, j.attempts, decode(u.stdout, 'base64') AS stdout,"
-            " decode(u.stderr, 'base64') AS stderr),"
-            " outs AS (INSERT INTO job_output (seq, stdout, stderr) SELECT seq, stdout, stderr FROM ok"
-            " WHERE length(stdout) > 0 OR length(stderr) > 0"
-            " ON CONFLICT (seq) DO UPDATE SET stdout = excluded.stdout, stderr = excluded.stderr),"
+            " decode(u.stderr, 'base64') AS stderr, u.out_total, u.err_total),"
+            " outs AS (INSERT INTO job_output (seq, stdout, stderr, attempt, stdout_total, stderr_total)"
+            " SELECT seq, stdout, stderr, attempts, coalesce(out_total, length(stdout)),"
+            " coalesce(err_total, length(stderr)) FROM ok WHERE length(stdout) > 0 OR length(stderr) > 0"
+            " ON CONFLICT (seq) DO UPDATE SET stdout = excluded.stdout, stderr = excluded.stderr,"
+            " attempt = excluded.attempt, stdout_total = excluded.stdout_total, stderr_total = excluded.stderr_total),"
             " clear AS (DELETE FROM job_output WHERE seq IN (SELECT seq FROM ok WHERE attempts > 1"
             " AND length(stdout) = 0 AND length(stderr) = 0)),"
             f" rel AS (UPDATE jobs j SET {_RELEASED}, updated_at = ?"
@@ -426,7 +428,9 @@ class PostgresStore(SqlStore):
             now.wall, now.wall,
             json.dumps([{"id": o.job_id, "inc": int(o.started_at is not None), "started_at": o.started_at,
                          "ended_at": now.wall if o.ended_at is None else o.ended_at, "exit_code": o.exit_code,
-                         "stdout": _b64(o.stdout), "stderr": _b64(o.stderr)} for o in ended]),
+                         "stdout": _b64(o.stdout), "stderr": _b64(o.stderr),
+                         "out_total": o.written and o.written[0], "err_total": o.written and o.written[1]}
+                        for o in ended]),
             now.wall, now.wall, release,
             *params, max(ex.claim, 0), worker_id, now.wall)
         with self._errors():

@@ -12,14 +12,14 @@ job_run_deltas instead (inserts never wait for each other), readers add them to 
 folded totals, and one worker at a time folds them (PostgresStore.maintain).
 """
 
-from queuectl.schema import KEY_HELD
+from queuectl.schema import _KEY_HELD_V6, CANCEL_DEPENDANTS, KEY_HELD, RELEASE_DEPENDANTS
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
 
 #: The tables of the schema, which queries name bare and the store qualifies (postgres.qualify).
 TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
-          "workers", "config", "queues", "leases")
+          "workers", "config", "queues", "leases", "job_deps")
 
 #: The body of the jobs table's update trigger (counts by state, and runs by outcome of the rows that
 #: leave processing, RUNS_FILTER narrowing those), shared by the steps that create and replace it.
@@ -145,7 +145,42 @@ ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
     3: "CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql"
        " SET search_path = queuectl AS $$" + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL"),
     # As SQLite's step 6: idempotency keys, held by at most one job that has not ended.
-    4: f"ALTER TABLE jobs ADD COLUMN key text; CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {KEY_HELD};",
+    4: f"ALTER TABLE jobs ADD COLUMN key text; CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {_KEY_HELD_V6};",
+    # As SQLite's step 7: dependencies and the blocked state, and output written while a job runs. The trigger is a row trigger whose
+    # function's statements each take a fresh snapshot (a VOLATILE function's, in READ COMMITTED):
+    # so a completion that waited for an enqueue's lock on the dependency (SqlStore._insert_after)
+    # sees the dependant that enqueue committed. A cancelled dependant runs the trigger in turn.
+    5: f"""
+ALTER TABLE jobs DROP CONSTRAINT jobs_state_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_state_check
+    CHECK (state IN ('pending', 'processing', 'completed', 'failed', 'dead', 'cancelled', 'blocked'));
+ALTER TABLE jobs ADD COLUMN blockers integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN dependants integer NOT NULL DEFAULT 0;
+DROP INDEX jobs_key_held;
+CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {KEY_HELD};
+CREATE TABLE job_deps (
+    seq       bigint NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,
+    after_seq bigint NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,
+    PRIMARY KEY (seq, after_seq)
+);
+CREATE INDEX job_deps_after ON job_deps (after_seq, seq);
+ALTER TABLE job_output ADD COLUMN attempt integer;
+ALTER TABLE job_output ADD COLUMN stdout_total bigint;
+ALTER TABLE job_output ADD COLUMN stderr_total bigint;
+CREATE FUNCTION jobs_dependants() RETURNS trigger LANGUAGE plpgsql SET search_path = queuectl AS $$
+BEGIN
+    IF NEW.state = 'completed' THEN
+        {RELEASE_DEPENDANTS};
+    ELSE
+        {CANCEL_DEPENDANTS.replace("DEPENDANTS", "SELECT seq FROM job_deps WHERE after_seq = NEW.seq")};
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
+    WHEN (NEW.dependants <> 0 AND OLD.state IS DISTINCT FROM NEW.state
+          AND NEW.state IN ('completed', 'dead', 'cancelled'))
+    EXECUTE FUNCTION jobs_dependants();
+""",
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

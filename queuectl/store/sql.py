@@ -14,6 +14,7 @@ clock alone).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from contextlib import contextmanager
@@ -24,9 +25,10 @@ from queuectl.clock import STEP_TOLERANCE, Instant, instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
-from queuectl.schema import KEY_HELD
-from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, JobProcess, Outcome,
-                                 WorkerGone, after_failure, due_on_monotonic, schedule)
+from queuectl.schema import KEY_HELD, dependency_failed
+from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, FollowedOutput,
+                                 JobProcess, LiveOutput, Outcome, UnknownDependency, WorkerGone, after_failure,
+                                 due_on_monotonic, schedule)
 
 _JOB_COLUMNS = (
     "seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, "
@@ -69,6 +71,8 @@ class SqlStore:
     #: Where the per-(queue, state) job counts and the per-(queue, outcome) run counts are read from.
     COUNTS_FROM = "job_counts"
     RUNS_FROM = "job_runs"
+    #: Two byte strings joined, as a byte string ({0} then {1}).
+    CONCAT = "({0} || {1})"
 
     c: Any
     defaults: dict[str, Any]
@@ -148,8 +152,11 @@ class SqlStore:
         monotonic clock; an absolute run_at (delay None) is kept as given. A job with a key
         that a job not yet ended holds (one enqueued before, or earlier in `jobs`) adds
         nothing: its Enqueued names the holder. The jobs_key_held unique index decides, so
-        concurrent enqueues of one key add one job. Raises DuplicateJob naming the first id
-        that exists already or repeats in `jobs`.
+        concurrent enqueues of one key add one job. A job with `after` is blocked until
+        those jobs have completed (pending at once if they have; cancelled at once if one is
+        dead or cancelled; see _dependencies). Raises DuplicateJob naming the first id that
+        exists already or repeats in `jobs`, UnknownDependency for an `after` that names no
+        job (nor one earlier in `jobs`).
         """
         now = instant(now)
         rows = [
@@ -161,16 +168,25 @@ class SqlStore:
         done: list[Enqueued] = []
         try:
             with self._write() as c:
-                plain: list[tuple] = []  # jobs without a key, inserted together (in order)
-                for job, row in zip(jobs, rows):
-                    if job.key is None:
-                        plain.append(row)
+                plain: list[tuple] = []  # jobs without a key or dependencies, inserted together (in order)
+                holders: dict[str, str] = {}  # a job of `jobs` that added nothing -> the key's holder
+                for index, (job, row) in enumerate(zip(jobs, rows)):
+                    if job.key is None and not job.after:
+                        plain.append((*row, *_READY_NOW))
                         done.append(Enqueued(job.id))
                         continue
                     if plain:
                         c.executemany(_INSERT, plain)
                         plain = []
-                    done.append(self._enqueue_keyed(c, job, row))
+                    deps, start = self._dependencies(c, job, index, holders, now) if job.after else ([], _READY_NOW)
+                    result, seq = self._insert_one(c, job, (*row, *start))
+                    if result.held is None and start[0] == "cancelled":
+                        result = Enqueued(job.id, cancelled=start[3])
+                    if result.held is not None:
+                        holders[job.id] = result.id
+                    elif deps:
+                        c.executemany("INSERT INTO job_deps (seq, after_seq) VALUES (?, ?)", [(seq, d) for d in deps])
+                    done.append(result)
                 if plain:
                     c.executemany(_INSERT, plain)
                 if any(e.held is None for e in done):
@@ -183,15 +199,45 @@ class SqlStore:
             raise DuplicateJob(jobs[index].id, index) from None
         return done
 
+    def _dependencies(self, c, job: NewJob, index: int, holders: dict[str, str], now: Instant) -> tuple[list, tuple]:
+        """Mark the jobs of `job.after` as having dependants; return (their seqs, the new job's state,
+        blockers, finished_at, last_error).
+
+        The mark is an UPDATE, which locks their rows (on PostgreSQL, in seq order) and reads
+        their latest states: a completion of one of them waits for this transaction, and its
+        trigger then sees the new job (schema.RELEASE_DEPENDANTS), or it came first and this
+        reads it completed. An id of `jobs` matched to a key's holder (`holders`) means that
+        holder. Blocked while any is not completed; cancelled at once, with the last error a
+        failure leaves, when one is dead or cancelled (in the order given): as if it had ended
+        so after the enqueue. Raises UnknownDependency.
+        """
+        ids = list(dict.fromkeys(holders.get(i, i) for i in job.after))
+        marks = ", ".join("?" * len(ids))
+        found = {r["id"]: (r["seq"], JobState(r["state"])) for r in c.execute(
+            f"UPDATE jobs SET dependants = 1 WHERE seq IN (SELECT seq FROM jobs WHERE id IN ({marks})"
+            f" ORDER BY seq{self.FOR_UPDATE}) RETURNING seq, id, state", ids)}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise UnknownDependency(job.id, missing[0], index)
+        failed = next((i for i in ids if found[i][1] in (JobState.DEAD, JobState.CANCELLED)), None)
+        seqs = [found[i][0] for i in ids]
+        if failed is not None:
+            return seqs, ("cancelled", 0, now.wall, dependency_failed(failed, found[failed][1].value))
+        blockers = sum(found[i][1] != JobState.COMPLETED for i in ids)
+        return seqs, ("blocked" if blockers else "pending", blockers, None, None)
+
     @staticmethod
-    def _enqueue_keyed(c, job: NewJob, row: tuple) -> Enqueued:
-        """Insert one job with a key, or name the job that holds the key."""
+    def _insert_one(c, job: NewJob, row: tuple) -> tuple[Enqueued, int | None]:
+        """Insert one job; with a key, or name the job that holds it. Return (what became of it, its seq)."""
+        if job.key is None:
+            return Enqueued(job.id), c.execute(f"{_INSERT} RETURNING seq", row).fetchone()[0]
         for _ in range(3):  # PostgreSQL: the holder may end between the two statements
-            if c.execute(f"{_INSERT} ON CONFLICT (key) WHERE {KEY_HELD} DO NOTHING RETURNING id", row).fetchone():
-                return Enqueued(job.id)
+            added = c.execute(f"{_INSERT} ON CONFLICT (key) WHERE {KEY_HELD} DO NOTHING RETURNING seq", row).fetchone()
+            if added:
+                return Enqueued(job.id), added[0]
             holder = c.execute(f"SELECT id, state FROM jobs WHERE key = ? AND {KEY_HELD}", (job.key,)).fetchone()
             if holder is not None:
-                return Enqueued(holder["id"], JobState(holder["state"]))
+                return Enqueued(holder["id"], JobState(holder["state"])), None
         raise DatabaseError(f"key {job.key!r} is taken and freed again faster than it can be read; try again")
 
     def _first_duplicate(self, ids: list[str]) -> int | None:
@@ -239,6 +285,8 @@ class SqlStore:
                     " WHERE id = ? AND worker_id = ? AND state = 'processing'",
                     [(int(r.started_at is not None), r.started_at, r.pgid, r.pgid_start, r.job_id, worker_id)
                      for r in ex.running])
+            if ex.output:
+                self._record_output(c, worker_id, ex.output, config["output-limit"])
             states = self._finish(c, worker_id, ex.ended, now, config)
             self._requeue(c, worker_id, ex.requeue, now)
             self._release(c, worker_id, ex.release, now)
@@ -314,11 +362,68 @@ class SqlStore:
     def _keep_output(c, row, o: Outcome) -> None:
         """Store the run's output; or delete an earlier attempt's, which must not pass for this one's."""
         if o.stdout or o.stderr:
-            c.execute("INSERT INTO job_output (seq, stdout, stderr) VALUES (?, ?, ?) ON CONFLICT (seq)"
-                      " DO UPDATE SET stdout = excluded.stdout, stderr = excluded.stderr",
-                      (row["seq"], o.stdout, o.stderr))
+            written = o.written or (len(o.stdout), len(o.stderr))
+            c.execute("INSERT INTO job_output (seq, stdout, stderr, attempt, stdout_total, stderr_total)"
+                      " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (seq) DO UPDATE SET stdout = excluded.stdout,"
+                      " stderr = excluded.stderr, attempt = excluded.attempt, stdout_total = excluded.stdout_total,"
+                      " stderr_total = excluded.stderr_total",
+                      (row["seq"], o.stdout, o.stderr, row["attempts"], *written))
         elif row["attempts"] > 1:
             c.execute("DELETE FROM job_output WHERE seq = ?", (row["seq"],))
+
+    def _record_output(self, c, worker_id: int, output: Sequence[LiveOutput], limit: int) -> None:
+        """Append what running jobs of this worker wrote to their stored output, keeping the last `limit`
+        bytes of each stream. The bytes a record holds that the store has already (a record sent again
+        after its reply was lost) are skipped; output of an earlier attempt is replaced."""
+        def stream(name: str) -> str:
+            joined = self.CONCAT.format(f"job_output.{name}",
+                                        # SQLite's substr of an empty blob is NULL: coalesce
+                                        f"coalesce(substr(excluded.{name}, CAST(job_output.{name}_total - ? + 1 AS INTEGER)),"
+                                        f" excluded.{name})")
+            return (f"{name} = CASE WHEN job_output.attempt = excluded.attempt AND job_output.{name}_total >= ?"
+                    f" THEN coalesce(substr({joined}, CASE WHEN length({joined}) > {int(limit)}"
+                    f" THEN length({joined}) - {int(limit)} + 1 ELSE 1 END), {joined}) ELSE excluded.{name} END")
+
+        out, err = stream("stdout"), stream("stderr")  # every ? in each is that stream's `from`
+        c.executemany(
+            "INSERT INTO job_output (seq, stdout, stderr, attempt, stdout_total, stderr_total)"
+            f" SELECT seq, ?, ?, attempts, ?, ? FROM jobs {_OWNED} ON CONFLICT (seq) DO UPDATE SET"
+            f" {out}, {err}, attempt = excluded.attempt,"
+            " stdout_total = excluded.stdout_total, stderr_total = excluded.stderr_total",
+            [(o.stdout, o.stderr, *o.written, o.job_id, worker_id, *[o.stdout_from] * out.count("?"),
+              *[o.stderr_from] * err.count("?")) for o in output])
+
+    def read_output(self, job_id: str, attempt: int | None,
+                    positions: tuple[int, int]) -> tuple[Job, FollowedOutput | None]:
+        """Read job `job_id` and, in the same statement, its stored output that follows `positions` (bytes of
+        stdout and stderr already read) when that output is still of `attempt`; else all of it.
+
+        For `logs --follow`: what a running job writes reaches the store within about
+        worker.OUTPUT_EVERY seconds; once the job has ended its output is final. Raises NotFound.
+        """
+        cols = ", ".join(f"j.{c.strip()}" for c in _JOB_COLUMNS.split(","))
+
+        def start(name: str, position: str) -> str:  # from which byte of the stored tail to read
+            total = f"coalesce(o.{name}_total, length(o.{name}))"
+            return (f"CASE WHEN o.attempt = ? AND {total} - {position} < length(o.{name})"
+                    f" THEN CAST(length(o.{name}) - ({total} - {position}) + 1 AS INTEGER) ELSE 1 END")
+
+        with self._errors():
+            row = self.c.execute(
+                f"SELECT {cols}, o.attempt AS out_attempt, coalesce(o.stdout_total, length(o.stdout)) AS out_total,"
+                f" coalesce(o.stderr_total, length(o.stderr)) AS err_total, length(o.stdout) AS out_len,"
+                f" length(o.stderr) AS err_len, substr(o.stdout, {start('stdout', '?')}) AS out_new,"
+                f" substr(o.stderr, {start('stderr', '?')}) AS err_new"
+                " FROM jobs j LEFT JOIN job_output o ON o.seq = j.seq WHERE j.id = ?",
+                (attempt, positions[0], positions[0], attempt, positions[1], positions[1], job_id)).fetchone()
+        if row is None:
+            raise NotFound(f"no job with id {job_id!r}")
+        job = Job.from_row(row)
+        if row["out_len"] is None:
+            return job, None
+        out, err = bytes(row["out_new"] or b""), bytes(row["err_new"] or b"")  # SQLite: substr of b"" is NULL
+        return job, FollowedOutput(row["out_attempt"], out, err, row["out_total"] - len(out),
+                                   row["err_total"] - len(err), (row["out_total"], row["err_total"]))
 
     @staticmethod
     def _requeue(c, worker_id: int, job_ids: Sequence[str], now: Instant) -> None:
@@ -328,6 +433,7 @@ class SqlStore:
         an absolute run_at lies ahead of a wall clock stepped back since).
         """
         if job_ids:
+            c.executemany(f"{_OUTPUT_BEFORE} (SELECT seq FROM jobs {_OWNED})", [(job_id, worker_id) for job_id in job_ids])
             c.executemany(
                 "UPDATE jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
                 " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
@@ -524,7 +630,21 @@ class SqlStore:
             row = self.c.execute(sql + " WHERE j.id = ?", (job_id,)).fetchone()
         if row is None:
             raise NotFound(f"no job with id {job_id!r}")
-        return Job.from_row(row)
+        return self._with_after([Job.from_row(row)])[0]
+
+    def _with_after(self, jobs: list[Job]) -> list[Job]:
+        """`jobs` with their dependencies' ids (Job.after) read in."""
+        if not jobs:
+            return jobs
+        after: dict[int, list[str]] = {}
+        with self._errors():
+            for at in range(0, len(jobs), 500):
+                chunk = [j.seq for j in jobs[at:at + 500]]
+                for r in self.c.execute(
+                        "SELECT d.seq, p.id FROM job_deps d JOIN jobs p ON p.seq = d.after_seq"
+                        f" WHERE d.seq IN ({', '.join('?' * len(chunk))}) ORDER BY p.seq", chunk):
+                    after.setdefault(r[0], []).append(r[1])
+        return [dataclasses.replace(j, after=tuple(after[j.seq])) if j.seq in after else j for j in jobs]
 
     def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, Job]:
         """Return the jobs of `job_ids` that exist, by id (without output); 500 ids per query."""
@@ -552,7 +672,7 @@ class SqlStore:
             sql += " WHERE " + " AND ".join(where)
         with self._errors():
             rows = self.c.execute(sql + " ORDER BY seq DESC LIMIT ?", (*params, limit)).fetchall()
-        return [Job.from_row(r) for r in rows]
+        return self._with_after([Job.from_row(r) for r in rows])
 
     def oldest_ready(self, now: Instant | float) -> dict[str, float]:
         """Return {queue: seconds the oldest ready job has waited since its run_at} (queue latency).
@@ -588,30 +708,62 @@ class SqlStore:
     # -- dead letter queue -----------------------------------------------------------------------
 
     def retry(self, job_ids: Sequence[str], now: Instant | float,
-              states: Sequence[JobState] = (JobState.DEAD, JobState.CANCELLED)) -> None:
-        """Move dead or cancelled jobs (those of `states`) back to pending, attempts reset to 0, due at once.
+              states: Sequence[JobState] = (JobState.DEAD, JobState.CANCELLED)) -> list[JobState]:
+        """Move dead or cancelled jobs (those of `states`) back to pending, attempts reset to 0, due at once;
+        return each one's new state, in order.
 
-        All or none: raises NotFound for an unknown id, Conflict for a job in another state;
-        then nothing changes.
+        A job with dependencies goes back to blocked while one of them has not completed. All
+        or none: raises NotFound for an unknown id, Conflict for a job in another state, for
+        one whose key another job holds, or for one with a dependency that is dead or
+        cancelled when all of `job_ids` are back (retry that one with it); then nothing changes.
         """
         now = instant(now)
         allowed = [s.value for s in states]
         marks = ", ".join("?" * len(allowed))
         with self._write() as c:
+            seqs = []
             for job_id in job_ids:
                 self._check_key_free(c, job_id)
-                n = c.execute(
+                row = c.execute(
                     f"UPDATE jobs SET state = 'pending', attempts = 0, {_RESCHEDULE}, updated_at = ?,"
-                    f" cancel_requested_at = NULL WHERE id = ? AND state IN ({marks})",
+                    f" cancel_requested_at = NULL WHERE id = ? AND state IN ({marks}) RETURNING seq",
                     (*schedule(now, 0.0), now.wall, job_id, *allowed),
-                ).rowcount
-                if n == 0:
+                ).fetchone()
+                if row is None:
                     row = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
                     if row is None:
                         raise NotFound(f"no job with id {job_id!r}")
                     raise Conflict(f"job {job_id!r} is {row['state']}, not {' or '.join(allowed)};"
                                    f" only {' or '.join(allowed)} jobs can be retried")
+                seqs.append(row[0])
+            c.executemany(f"{_OUTPUT_BEFORE} ?", [(seq,) for seq in seqs])
+            blocked = self._block_again(c, seqs, now)
             self._notify(c)
+        return [JobState.BLOCKED if seq in blocked else JobState.PENDING for seq in seqs]
+
+    def _block_again(self, c, seqs: list[int], now: Instant) -> set[int]:
+        """Put the jobs of `seqs` that have dependencies not yet completed back to blocked, and return
+        their seqs; raise Conflict for one with a dependency dead or cancelled.
+
+        The dependencies' rows are locked first (on PostgreSQL): a completion of one in flight is
+        then committed before they are counted, or waits and sees the job blocked."""
+        blocked: set[int] = set()
+        with_deps = [r[0] for r in c.execute(
+            f"SELECT DISTINCT seq FROM job_deps WHERE seq IN ({', '.join('?' * len(seqs))})", seqs)] if seqs else []
+        for seq in with_deps:
+            deps = c.execute(f"SELECT id, state FROM jobs WHERE seq IN (SELECT after_seq FROM job_deps WHERE seq = ?)"
+                             f" ORDER BY seq{self.FOR_SHARE}", (seq,)).fetchall()
+            bad = next((d for d in deps if d["state"] in ("dead", "cancelled")), None)
+            if bad is not None:
+                job_id = c.execute("SELECT id FROM jobs WHERE seq = ?", (seq,)).fetchone()[0]
+                raise Conflict(f"job {job_id!r} cannot be retried while its dependency {bad['id']!r} is"
+                               f" {bad['state']}; retry both: queuectl retry {bad['id']} {job_id}")
+            blockers = sum(d["state"] != "completed" for d in deps)
+            if blockers:
+                c.execute("UPDATE jobs SET state = 'blocked', blockers = ?, updated_at = ? WHERE seq = ?",
+                          (blockers, now.wall, seq))
+                blocked.add(seq)
+        return blocked
 
     @staticmethod
     def _check_key_free(c, job_id: str) -> None:
@@ -622,9 +774,9 @@ class SqlStore:
             raise Conflict(f"job {job_id!r} cannot be retried: its key {holder['key']!r} is held by job"
                            f" {holder['id']!r} ({holder['state']}) until that one ends")
 
-    def dlq_retry(self, job_ids: Sequence[str], now: Instant | float) -> None:
+    def dlq_retry(self, job_ids: Sequence[str], now: Instant | float) -> list[JobState]:
         """Move dead jobs back to pending (retry, for the dead letter queue alone)."""
-        self.retry(job_ids, now, (JobState.DEAD,))
+        return self.retry(job_ids, now, (JobState.DEAD,))
 
     # -- cancel and pause -------------------------------------------------------------------------
 
@@ -651,7 +803,16 @@ class SqlStore:
             return self._cancel_all(c, ids, now)
 
     def _cancel_all(self, c, job_ids: Sequence[str], now: Instant) -> list[CancelResult]:
-        results = [self._cancel_one(c, job_id, now) for job_id in job_ids]
+        """Cancel each job, newest first (a dependant before its dependencies, which would cancel it
+        on their own); return the results in the order of `job_ids`."""
+        seqs: dict[str, int] = {}
+        for at in range(0, len(job_ids), 500):
+            chunk = list(job_ids[at:at + 500])
+            seqs.update((r[0], r[1]) for r in c.execute(
+                f"SELECT id, seq FROM jobs WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
+        done = {job_id: self._cancel_one(c, job_id, now)
+                for job_id in sorted(dict.fromkeys(job_ids), key=lambda i: -seqs.get(i, 0))}
+        results = [done[job_id] for job_id in job_ids]
         if any(r.result == "requested" for r in results):
             self._notify(c)  # the owning workers look for cancel requests when woken
         return results
@@ -663,7 +824,7 @@ class SqlStore:
         if row is None:
             return CancelResult(job_id, None, "error", f"no job with id {job_id!r}")
         state = JobState(row["state"])
-        if state in (JobState.PENDING, JobState.FAILED):
+        if state in (JobState.PENDING, JobState.BLOCKED, JobState.FAILED):
             c.execute("UPDATE jobs SET state = 'cancelled', updated_at = ?, finished_at = ?, last_error = 'cancelled',"
                       " delay = NULL, due_boot = NULL, due_mono = NULL WHERE seq = ?", (now.wall, now.wall, row["seq"]))
             return CancelResult(job_id, state, "cancelled")
@@ -671,8 +832,8 @@ class SqlStore:
             if row["cancel_requested_at"] is None:
                 c.execute("UPDATE jobs SET cancel_requested_at = ? WHERE seq = ?", (now.wall, row["seq"]))
             return CancelResult(job_id, state, "requested", worker=row["name"])
-        return CancelResult(job_id, state, "error", f"job {job_id!r} is {state.value}; only pending, failed and"
-                                                    " processing jobs can be cancelled")
+        return CancelResult(job_id, state, "error", f"job {job_id!r} is {state.value}; only pending, blocked,"
+                                                    " failed and processing jobs can be cancelled")
 
     def cancel_requests(self, worker_id: int) -> list[str]:
         """Return the ids of this worker's processing jobs whose cancel was requested."""
@@ -826,10 +987,12 @@ LOST_UNSTARTED = "worker lost before the job's start was recorded"
 #: start is recorded already, so that an exchange sent again (its reply lost, its commit unknown)
 #: counts nothing twice.
 _COUNTS = "CASE WHEN started_at IS NULL THEN ? ELSE 0 END"
-#: A new job (parameters: SqlStore.enqueue's rows).
-_INSERT = ("INSERT INTO jobs (id, queue, command, state, priority, max_retries, timeout, cwd, run_at,"
-           " delay, due_boot, due_mono, created_at, updated_at, key)"
-           " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+#: A new job (parameters: SqlStore.enqueue's rows, then state, blockers, finished_at, last_error).
+_INSERT = ("INSERT INTO jobs (id, queue, command, priority, max_retries, timeout, cwd, run_at,"
+           " delay, due_boot, due_mono, created_at, updated_at, key, state, blockers, finished_at, last_error)"
+           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+#: The last four values of _INSERT for a job that is ready when due.
+_READY_NOW = ("pending", 0, None, None)
 #: A job of the calling worker (parameters: job id, worker id).
 _OWNED = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
 #: A job's end (parameters: Outcome values from SqlStore._ended).
@@ -840,6 +1003,10 @@ _RELEASED = ("state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 
              " finished_at = CASE WHEN cancel_requested_at IS NULL THEN finished_at ELSE ? END,"
              " last_error = CASE WHEN cancel_requested_at IS NULL THEN last_error ELSE 'cancelled' END,"
              " worker_id = NULL, pgid = NULL, pgid_start = NULL")
+#: Marks a job's stored output as a run's that came before its current attempt count (a requeued run's,
+#: whose attempt number the next run takes again; a retried job's), so that the next run's output
+#: replaces it rather than being appended, and followers do not take it for that run's (parameter: seq).
+_OUTPUT_BEFORE = "UPDATE job_output SET attempt = 0 WHERE seq ="
 #: Sets a job's due time from _schedule's four values (a dead job's run_at is kept).
 _RESCHEDULE = "run_at = coalesce(?, run_at), delay = ?, due_boot = ?, due_mono = ?"
 

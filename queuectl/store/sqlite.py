@@ -74,6 +74,8 @@ class SqliteStore(SqlStore):
     # Without ANALYZE statistics SQLite's planner prefers jobs_state and sorts every ready job on
     # each claim; the partial indexes' WHERE is repeated in the queries (https://www.sqlite.org/partialindex.html).
     READY_INDEX = "INDEXED BY jobs_ready"
+    # `||` makes text of two blobs; the cast takes its bytes back as a blob.
+    CONCAT = "CAST(({0} || {1}) AS BLOB)"
     FINISHED_INDEX = "INDEXED BY jobs_finished"
 
     def close(self) -> None:
