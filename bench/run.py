@@ -53,9 +53,9 @@ QUEUECTL = [PY, "-m", "queuectl"]
 ENV = {**os.environ, "QUEUECTL_CONFIG": "", "PYTHONPATH": str(REPO)}
 SIZES = {
     "full": dict(rounds=3, spawn=2000, drain=2000, pickup=100, idle=10.0, cli=15, file=100_000, stored=1_000_000,
-                 retention=200_000, keep=60),
+                 retention=200_000, keep=60, blocked=10_000),
     "smoke": dict(rounds=1, spawn=50, drain=50, pickup=5, idle=0.5, cli=2, file=500, stored=2_000,
-                  retention=300, keep=1),
+                  retention=300, keep=1, blocked=200),
 }
 
 
@@ -279,6 +279,21 @@ def scale(empty: str, big: str, size: dict, empty_drain: float) -> dict:
     }
 
 
+def blocked(db: str, size: dict, empty_drain: float) -> dict:
+    """The drain (--count 2) with size['blocked'] jobs blocked (after a job of a paused queue) in the new
+    queue `db`, as a ratio of times to the same on an empty queue (whose drain rate is `empty_drain`)."""
+    quiet_settings(db)
+    with open_store(db) as store:
+        now = store.clock()
+        store.set_paused(["gate"], True, now)
+        store.enqueue([NewJob("gate", "true", "gate", 0, None, now, None, None)], now)
+        store.enqueue([NewJob(f"b{i}", "true", "default", 0, None, now, None, None, after=("gate",))
+                       for i in range(size["blocked"])], now)
+        assert store.counts()["default"]["blocked"] == size["blocked"]
+    rate = median_of(size["rounds"], lambda: drain_rate(db, size["drain"], 2))
+    return {"blocked": size["blocked"], "drain_per_s": rate, "drain_ratio": empty_drain / rate}
+
+
 # -- 6. retention -----------------------------------------------------------------------------------
 
 
@@ -439,6 +454,9 @@ def main() -> None:
             ps = pg["scale"] = scale(pg_empty, server.create_database("big"), size, pg_drains[2])
             ps["status_vs_sqlite"] = ps["status_s"] / s["status_s"]
             ps["list_vs_sqlite"] = ps["list_s"] / s["list_s"]
+        out["blocked"] = blocked(str(tmp / "blocked.db"), size, drains[2])
+        if server:
+            pg["blocked"] = blocked(server.create_database("blocked"), size, pg_drains[2])
         out["retention"] = retention(tmp, size["retention"], size["keep"])
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     report(out)
@@ -468,6 +486,8 @@ def report(out: dict) -> None:
         (f"drain with {s['stored_completed']:,} stored", "", f"{s['drain_ratio']:.2f}x empty (target <= 1.05x)"),
         ("status / list --limit 100, stored", "", f"{s['status_ratio']:.2f}x / {s['list_ratio']:.2f}x empty"
          " (target <= 1.2x)"),
+        (f"drain with {out['blocked']['blocked']:,} blocked", f"{out['blocked']['drain_per_s']:.0f} jobs/s",
+         f"{out['blocked']['drain_ratio']:.2f}x empty (target <= 1.05x)"),
         (f"{k['jobs']:,} jobs of 10 KB, keep-completed {k['keep_s']}s", f"largest {k['max_bytes_on'] / 2**20:.0f} MiB",
          f"{k['max_over_live']:.2f}x the live jobs' {k['live_bytes'] / 2**20:.0f} MiB; without retention"
          f" {k['max_bytes_off'] / 2**20:.0f} MiB"),
@@ -507,6 +527,8 @@ def postgres_rows(out: dict) -> list[tuple[str, str, str]]:
          f"{f['vs_sqlite']:.2f}x SQLite's {out['enqueue_file']['cli_rows_per_s']:.0f}"),
         (f"pg: drain with {s['stored_completed']:,} stored", f"{s['drain_per_s']:.0f} jobs/s",
          f"{s['drain_ratio']:.2f}x empty (SQLite {ss['drain_ratio']:.2f}x)"),
+        (f"pg: drain with {pg['blocked']['blocked']:,} blocked", f"{pg['blocked']['drain_per_s']:.0f} jobs/s",
+         f"{pg['blocked']['drain_ratio']:.2f}x empty (SQLite {out['blocked']['drain_ratio']:.2f}x)"),
         ("pg: status / list --limit 100, stored", f"{s['status_s'] * 1000:.0f} / {s['list_s'] * 1000:.0f} ms",
          f"{s['status_ratio']:.2f}x / {s['list_ratio']:.2f}x empty; {s['status_vs_sqlite']:.2f}x /"
          f" {s['list_vs_sqlite']:.2f}x SQLite's {ss['status_s'] * 1000:.0f} / {ss['list_s'] * 1000:.0f} ms"),

@@ -166,7 +166,7 @@ class Ledger:
         requeue = [key for key, _, _, _ in self.ended if key in self.forced]
         ended = [Outcome(key, r.ok, r.exit_code, r.error, r.stdout, r.stderr, wall, self.starts.get(key), r.written)
                  for key, r, wall, _ in self.ended if key not in self.forced]
-        output = [LiveOutput(job_id, *proc.output_since(proc.flushed), *proc.flushed, proc.written)
+        output = [LiveOutput(*proc.output_since(proc.flushed), *proc.flushed, proc.written, job_id=job_id)
                   for job_id, proc in running.items() if output_due(proc) <= mono]
         return Exchange(entries, ended, requeue, list(self.release), claim, output)
 

@@ -121,6 +121,15 @@ def enqueue(run_cli: Cli, **job) -> str:
 
 
 @pytest.fixture
+def figures(request):
+    """Figures a test of the fast and processes tiers reports (tests/figures.py); the chaos and
+    multihost tiers' conftests name their own tier."""
+    from figures import report_figures
+
+    yield from report_figures(request, "processes")
+
+
+@pytest.fixture
 def run_cli(db) -> Cli:
     return Cli(db)
 

@@ -380,7 +380,7 @@ def test_status(run_cli, populated):
     assert 0 <= w["heartbeat_age"] < 60
     text = ok(run_cli("status"))
     assert re.search(r"^pending\s+2$", text, re.M) and re.search(r"^dead\s+1$", text, re.M)
-    assert re.search(r"^build\s+1\s+1\s+0\s+0\s+1\s+0\s+\S+\s+-$", text, re.M)
+    assert re.search(r"^build\s+1\s+1\s+0\s+0\s+1\s+0\s+0\s+\S+\s+-$", text, re.M)
     assert "Retention: completed 1d, cancelled 1d, dead 7d" in text
     assert "Workers (1)" in text and re.search(r"^w1\s+running\s+4242\s+testhost\s+1/4\s+\S+s\s+r1$", text, re.M)
 
@@ -388,7 +388,7 @@ def test_status(run_cli, populated):
 def test_status_of_empty_database(run_cli):
     # no systemd runs here (PID 1 is not systemd), so no worker units are listed
     assert json_only(run_cli("status", "--json")) == {
-        "jobs": dict.fromkeys(STATES, 0), "queues": {}, "paused": {}, "oldest_ready_age": {},
+        "jobs": dict.fromkeys(STATES, 0), "queues": {}, "keys": [], "keys_held": 0, "paused": {}, "oldest_ready_age": {},
         "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}, "workers": [], "units": []}
     text = ok(run_cli("status"))
     assert "Workers (0)" in text and "Queues" not in text

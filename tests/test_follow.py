@@ -14,7 +14,6 @@ import time
 import pytest
 
 from conftest import QUEUECTL, assert_error, configure, wait_for
-from figures import report_figures
 from queuectl.following import follow
 from queuectl.models import JobState
 from queuectl.store import Exchange, LiveOutput, Running, open_store
@@ -27,15 +26,11 @@ def db(backend_db):
     return backend_db
 
 
-@pytest.fixture
-def figures(request):
-    yield from report_figures(request, "processes")
-
-
 def record(store, worker, job_id, out: bytes, out_from: int, err: bytes = b"", err_from: int = 0):
     """Record live output as a worker does: `out` is stdout from byte `out_from` on."""
-    store.exchange(worker, Exchange(output=[LiveOutput(job_id, out, err, out_from, err_from,
-                                                       (out_from + len(out), err_from + len(err)))]), [], NOW)
+    store.exchange(worker, Exchange(output=[LiveOutput(out, err, out_from, err_from,
+                                                       (out_from + len(out), err_from + len(err)), job_id=job_id)]),
+                   [], NOW)
 
 
 def started(store, job_id="a"):

@@ -69,3 +69,14 @@ def test_eight_parallel_enqueues_of_one_key_add_one_job_and_all_print_its_id(db,
     assert sum(1 for _, _, err in results if "is held by job" in err) == 7, results
     listed = json.loads(run_cli("list", "--json").stdout)
     assert [(j["id"] + "\n", j["key"]) for j in listed] == [(ids.pop(), "once")]
+
+
+def test_status_lists_the_held_keys(db, run_cli):
+    run_cli("enqueue", '{"id": "a", "command": "true", "key": "nightly"}')
+    run_cli("enqueue", '{"id": "b", "command": "true", "key": "other"}')
+    run_cli("enqueue", '{"id": "c", "command": "true"}')
+    run_cli("cancel", "b")  # its key is free again
+    status = run_cli.json("status")
+    assert (status["keys"], status["keys_held"]) == ([{"key": "nightly", "id": "a", "state": "pending"}], 1)
+    text = run_cli("status").stdout
+    assert "Keys held (1)" in text and ["nightly", "a", "pending"] in [line.split() for line in text.splitlines()]

@@ -173,7 +173,8 @@ def test_three_workers_run_300_jobs_exactly_once(db, run_cli, workers, tmp_path)
     assert set(counts) == set(ids)
     assert [i for i, n in counts.items() if n != 1] == []  # every job ran exactly once
     s = status(db)
-    assert s["jobs"] == {"pending": 0, "processing": 0, "completed": 300, "failed": 0, "dead": 0, "cancelled": 0}
+    assert s["jobs"] == {"pending": 0, "processing": 0, "completed": 300, "failed": 0, "dead": 0, "cancelled": 0,
+                         "blocked": 0}
     assert s["workers"] == []
     # Each completion is reported by exactly one worker, and the work was shared.
     done = [re.findall(r"job (\S+) completed", WorkerProcs.output(p)) for p in procs]
@@ -506,7 +507,8 @@ def test_jobs_and_pending_retries_survive_worker_restart(db, run_cli, store, wor
     assert doomed.state == JobState.DEAD and doomed.attempts == 4 and doomed.last_error == "exit code 3"
     assert sorted((tmp_path / "ran").read_text().split()) == sorted(
         [f"early{i}" for i in range(5)] + [f"late{i}" for i in range(3)])
-    assert status(db)["jobs"] == {"pending": 0, "processing": 0, "completed": 9, "failed": 0, "dead": 1, "cancelled": 0}
+    assert status(db)["jobs"] == {"pending": 0, "processing": 0, "completed": 9, "failed": 0, "dead": 1, "cancelled": 0,
+                                  "blocked": 0}
 
 
 # -- 7. large output ------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import time
 import pytest
 
 from conftest import QUEUECTL, assert_error, configure
-from figures import report_figures
 from queuectl.models import JobState
 from storeops import claim, finish
 from test_store import NOW, add, bad, ok, register
@@ -21,11 +20,6 @@ from test_store import NOW, add, bad, ok, register
 @pytest.fixture
 def db(backend_db):
     return backend_db
-
-
-@pytest.fixture
-def figures(request):
-    yield from report_figures(request, "processes")
 
 
 def ended(store, job_id: str, outcome) -> None:

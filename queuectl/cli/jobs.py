@@ -14,6 +14,8 @@ from queuectl.models import JobState, iso, one_line
 from queuectl.store import DuplicateJob, UnknownDependency
 
 STATE_CHOICE = click.Choice([s.value for s in JobState])
+#: The held idempotency keys `status` lists, at most (by key; it says how many there are in all).
+KEYS_SHOWN = 20
 
 
 @click.command()
@@ -240,7 +242,7 @@ def logs(app, job_id, follow, as_json):
 @json_option
 @pass_app
 def status(app, as_json):
-    """Show job counts by state and queue, and the active workers.
+    """Show job counts by state and queue, the idempotency keys held, and the active workers.
 
     \b
     Example:
@@ -250,11 +252,15 @@ def status(app, as_json):
     from queuectl.settings import format_duration
     from queuectl.snapshot import take
 
-    snap = take(app.store())
+    store = app.store()
+    snap = take(store)
     counts, paused, oldest = snap.counts, snap.paused, snap.oldest_ready
+    keys, keys_held = store.held_keys(KEYS_SHOWN)
     unit_states = units.show()
     if as_json:
         print_json({"jobs": snap.totals, "queues": counts,
+                    "keys": [{"key": k, "id": job_id, "state": state.value} for k, job_id, state in keys],
+                    "keys_held": keys_held,
                     "paused": {q: iso(t) for q, t in paused.items()},
                     "oldest_ready_age": {q: round(a, 3) for q, a in oldest.items()},
                     "retention": snap.retention,
@@ -272,6 +278,11 @@ def status(app, as_json):
         print_table(["QUEUE", *[s.value.upper() for s in JobState], "OLDEST READY", "PAUSED"],
                     [[q, *counts.get(q, zero).values(), f"{oldest[q]:.1f}s" if q in oldest else "-",
                       "yes" if q in paused else "-"] for q in names])
+    if keys:
+        click.echo(f"\nKeys held ({keys_held})")
+        print_table(["KEY", "JOB", "STATE"], [[k, job_id, state.value] for k, job_id, state in keys])
+        if keys_held > len(keys):
+            click.echo(f"... and {keys_held - len(keys)} more")
     kept = ", ".join(f"{state} {format_duration(seconds)}" for state, seconds in snap.retention.items())
     click.echo(f"\nRetention: {kept}")
     click.echo(f"\nWorkers ({len(snap.workers)})")

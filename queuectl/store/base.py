@@ -8,7 +8,7 @@ due times on the monotonic clock) hold on every backend.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from queuectl.backoff import backoff_delay
@@ -65,15 +65,11 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class LiveOutput:
-    """Output a running job wrote since it was last recorded (for `logs --follow`), as raw bytes.
+class OutputSlice:
+    """Part of a run's output, as raw bytes: `stdout` holds its stdout's bytes from byte `stdout_from`
+    (counted from the start of the run) on, `stderr` likewise; `written` is how many bytes each
+    stream has had in all (stdout, stderr)."""
 
-    `stdout` holds its stdout's bytes from byte `stdout_from` (counted from the start of the run)
-    on, `stderr` likewise; `written` is how many bytes each stream has had in all. A record sent
-    again (its commit unknown) appends nothing twice (SqlStore._record_output).
-    """
-
-    job_id: str
     stdout: bytes
     stderr: bytes
     stdout_from: int
@@ -82,16 +78,19 @@ class LiveOutput:
 
 
 @dataclass(frozen=True)
-class FollowedOutput:
-    """What `SqlStore.read_output` read of a job's stored output: its attempt (None: unknown), each
-    stream's bytes from byte `*_from` of that attempt's output on, and the bytes written in all."""
+class LiveOutput(OutputSlice):
+    """Output running job `job_id` wrote since it was last recorded (for `logs --follow`). A record
+    sent again (its commit unknown) appends nothing twice (SqlStore._record_output)."""
 
-    attempt: int | None
-    stdout: bytes
-    stderr: bytes
-    stdout_from: int
-    stderr_from: int
-    written: tuple[int, int]
+    job_id: str = field(kw_only=True)
+
+
+@dataclass(frozen=True)
+class FollowedOutput(OutputSlice):
+    """What `SqlStore.read_output` read of a job's stored output: the bytes past those asked for, of
+    attempt `attempt` (None: a record of before queuectl kept attempts)."""
+
+    attempt: int | None = field(kw_only=True)
 
 
 @dataclass(frozen=True)

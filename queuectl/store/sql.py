@@ -422,8 +422,8 @@ class SqlStore:
         if row["out_len"] is None:
             return job, None
         out, err = bytes(row["out_new"] or b""), bytes(row["err_new"] or b"")  # SQLite: substr of b"" is NULL
-        return job, FollowedOutput(row["out_attempt"], out, err, row["out_total"] - len(out),
-                                   row["err_total"] - len(err), (row["out_total"], row["err_total"]))
+        return job, FollowedOutput(out, err, row["out_total"] - len(out), row["err_total"] - len(err),
+                                   (row["out_total"], row["err_total"]), attempt=row["out_attempt"])
 
     @staticmethod
     def _requeue(c, worker_id: int, job_ids: Sequence[str], now: Instant) -> None:
@@ -657,6 +657,16 @@ class SqlStore:
                                       chunk).fetchall()
                 found.update((r["id"], Job.from_row(r)) for r in rows)
         return found
+
+    def held_keys(self, limit: int = 100) -> tuple[list[tuple[str, str, JobState]], int]:
+        """Return ([(key, job id, state)] of up to `limit` held keys by key, how many keys are held in all).
+
+        Held: by a job not yet ended (schema.KEY_HELD, the jobs_key_held index's WHERE)."""
+        with self._errors():
+            rows = self.c.execute(f"SELECT key, id, state FROM jobs WHERE {KEY_HELD} ORDER BY key LIMIT ?",
+                                  (limit,)).fetchall()
+            total = self.c.execute(f"SELECT count(*) FROM jobs WHERE {KEY_HELD}").fetchone()[0]
+        return [(r[0], r[1], JobState(r[2])) for r in rows], total
 
     def list_jobs(self, state: JobState | None = None, queue: str | None = None, limit: int = 100) -> list[Job]:
         """Return up to `limit` jobs, newest first, optionally of one state and/or queue."""
