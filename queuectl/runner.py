@@ -42,7 +42,6 @@ class RunResult:
     timed_out: bool = False
     written: tuple[int, int] = (0, 0)  # bytes the run wrote in all to stdout and to stderr
 
-
     @property
     def ok(self) -> bool:
         return self.error is None

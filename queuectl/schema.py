@@ -19,18 +19,22 @@ _V6_COLUMNS = _V3_COLUMNS + ", cancel_requested_at, key"
 
 #: What a job's dependants become when it completes or ends otherwise (triggers of both engines,
 #: which name the job that changed NEW): released when it was the last of their dependencies not
-#: completed; cancelled, with a last error naming it, when it ended dead or cancelled. A job
-#: cancelled because its own dependency failed passes that dependency's name on, so that every
-#: job of a chain names the one that failed.
+#: completed; cancelled, every blocked job after it down the chains at once, each with a last error
+#: naming it, when it ended dead or cancelled. The jobs so cancelled (CASCADED) run no trigger of
+#: their own: there is nothing left below them (and PostgreSQL's triggers, which do recurse, would
+#: otherwise nest as deep as the chain is long).
 RELEASE_DEPENDANTS = ("UPDATE jobs SET blockers = blockers - 1, updated_at = NEW.updated_at,"
                       " state = CASE WHEN blockers <= 1 THEN 'pending' ELSE 'blocked' END"
                       " WHERE state = 'blocked' AND seq IN (SELECT seq FROM job_deps WHERE after_seq = NEW.seq)")
 CANCEL_DEPENDANTS = (
     "UPDATE jobs SET state = 'cancelled', updated_at = NEW.updated_at, finished_at = NEW.updated_at,"
     " delay = NULL, due_boot = NULL, due_mono = NULL,"
-    " last_error = CASE WHEN NEW.state = 'cancelled' AND NEW.last_error LIKE 'dependency %' THEN NEW.last_error"
-    " ELSE 'dependency ' || NEW.id || CASE WHEN NEW.state = 'dead' THEN ' is dead' ELSE ' was cancelled' END END"
-    " WHERE state = 'blocked' AND seq IN (DEPENDANTS)")
+    " last_error = 'dependency ' || NEW.id || CASE WHEN NEW.state = 'dead' THEN ' is dead' ELSE ' was cancelled' END"
+    " WHERE state = 'blocked' AND seq IN (WITH RECURSIVE down (seq) AS (SELECT seq FROM job_deps"
+    " WHERE after_seq = NEW.seq UNION SELECT d.seq FROM job_deps d JOIN down ON d.after_seq = down.seq)"
+    " SELECT seq FROM down)")
+#: A job NEW that CANCEL_DEPENDANTS cancelled.
+CASCADED = "NEW.state = 'cancelled' AND coalesce(NEW.last_error, '') LIKE 'dependency %'"
 
 
 def dependency_failed(dep_id: str, state: str) -> str:
@@ -300,17 +304,16 @@ CREATE TRIGGER jobs_release_dependants AFTER UPDATE OF state ON jobs
 WHEN NEW.dependants <> 0 AND NEW.state = 'completed' AND OLD.state IS NOT 'completed' BEGIN
     RELEASE_DEPENDANTS;
 END;
--- A job that ends dead or cancelled cancels its dependants, and theirs in turn (all at once: SQLite
--- runs no trigger from within itself unless recursive_triggers is on).
+-- A job that ends dead or cancelled cancels its dependants, and theirs, at once.
 CREATE TRIGGER jobs_cancel_dependants AFTER UPDATE OF state ON jobs
-WHEN NEW.dependants <> 0 AND NEW.state IN ('dead', 'cancelled') AND OLD.state IS NOT NEW.state BEGIN
+WHEN NEW.dependants <> 0 AND NEW.state IN ('dead', 'cancelled') AND OLD.state IS NOT NEW.state
+    AND NOT (CASCADED) BEGIN
     CANCEL_DEPENDANTS;
 END;
 """.replace("COLS", _V6_COLUMNS).replace("REBUILT_COLUMNS", _REBUILT_COLUMNS.replace("STATES", _V7_STATES))
-       .replace("REBUILT_INDEXES_TRIGGERS", _REBUILT_INDEXES_TRIGGERS).replace("KEY_HELD", KEY_HELD).replace("RELEASE_DEPENDANTS", RELEASE_DEPENDANTS)
-       .replace("CANCEL_DEPENDANTS", CANCEL_DEPENDANTS.replace("DEPENDANTS", (
-           "WITH RECURSIVE down (seq) AS (SELECT seq FROM job_deps WHERE after_seq = NEW.seq"
-           " UNION SELECT d.seq FROM job_deps d JOIN down ON d.after_seq = down.seq) SELECT seq FROM down"))),
+       .replace("REBUILT_INDEXES_TRIGGERS", _REBUILT_INDEXES_TRIGGERS).replace("KEY_HELD", KEY_HELD)
+       .replace("RELEASE_DEPENDANTS", RELEASE_DEPENDANTS).replace("CANCEL_DEPENDANTS", CANCEL_DEPENDANTS)
+       .replace("CASCADED", CASCADED),
 }
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import QUEUECTL, assert_error, snapshot, wait_for
 from queuectl.models import JobState
-from queuectl.store import open_store
+from queuectl.store import Exchange, Running, open_store
 from storeops import claim, finish
 from test_store import NOW, add, bad, ok, register
 
@@ -216,10 +216,14 @@ def test_workers_run_a_chain_and_a_fan_in_in_order(db, run_cli, workers):
     steps = {"a": [], "b": [], "c": ["a", "b"], "d": ["c"]}
     for job_id, after in steps.items():
         run_cli("enqueue", json.dumps({"id": job_id, "command": "sleep 0.2", "after": after}))
-    workers.start("--burst", "--count", "2")
-    wait_for(lambda: all(j.state == JobState.COMPLETED for j in open_store(db).jobs_by_id(steps).values()),
-             timeout=60, message="every job completed")
-    jobs = open_store(db).jobs_by_id(steps)
+    worker = workers.start("--burst", "--count", "2")
+    with open_store(db) as store:
+        try:
+            wait_for(lambda: all(j.state == JobState.COMPLETED for j in store.jobs_by_id(steps).values()),
+                     timeout=60, message="every job completed")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {store.jobs_by_id(steps)}\n{workers.output(worker)}") from None
+        jobs = store.jobs_by_id(steps)
     for job_id, after in steps.items():
         for dep in after:
             assert jobs[job_id].started_at >= jobs[dep].finished_at, (job_id, dep)
@@ -245,8 +249,13 @@ def test_dependants_enqueued_while_their_dependencies_complete_are_all_released(
     for t in threads:
         t.join(120)
     ids = [f"b{i}" for i in range(n)]
-    wait_for(lambda: all(j.state == JobState.COMPLETED for j in store.jobs_by_id(ids).values()), timeout=90,
-             message="every dependant completed")
+    try:
+        wait_for(lambda: all(j.state == JobState.COMPLETED for j in store.jobs_by_id(ids).values()), timeout=90,
+                 message="every dependant completed")
+    except AssertionError as e:
+        left = [j for j in store.jobs_by_id(ids).values() if j.state != JobState.COMPLETED]
+        raise AssertionError(f"{e}: {left[:5]}\n{''.join(workers.output(p) for p in workers.procs)}") from None
+    store.close()
 
 
 def test_parallel_enqueues_after_one_job_all_wait_for_it(db, run_cli):
@@ -260,3 +269,26 @@ def test_parallel_enqueues_after_one_job_all_wait_for_it(db, run_cli):
     w = register(store)
     run_one(store, w, "base", now=store.now())
     assert {j.state for j in store.jobs_by_id([f"d{i}" for i in range(6)]).values()} == {JobState.PENDING}
+
+
+def test_a_long_chain_is_cancelled_at_once_when_its_head_dies(store):
+    """Every job of a 300-long chain is cancelled in the transaction that records its head dead (PostgreSQL's
+    triggers recurse: one level per job would nest 300 deep)."""
+    add(store, id="c0", max_retries=0)
+    store.enqueue([_job(id=f"c{i}", after=f"c{i - 1}") for i in range(1, 300)], NOW)
+    w = register(store)
+    claim(store, w, [], 1, NOW)
+    finish(store, w, [bad("c0")], NOW)
+    jobs = store.jobs_by_id([f"c{i}" for i in range(1, 300)])
+    assert {(j.state, j.last_error) for j in jobs.values()} == {(JobState.CANCELLED, "dependency c0 is dead")}
+
+
+def test_a_requeued_cancel_with_no_error_still_cancels_the_dependants(store):
+    add(store, id="a")
+    add(store, id="b", after="a")
+    w = register(store)
+    claim(store, w, [], 1, NOW)
+    store.exchange(w, Exchange(running=[Running("a", NOW)]), [], NOW)
+    store.cancel(["a"], NOW)  # requested: a is processing
+    store.exchange(w, Exchange(requeue=["a"]), [], NOW)  # a forced stop gives it back: cancelled, no error
+    assert states(store, "a", "b") == {"a": "cancelled", "b": "cancelled"}

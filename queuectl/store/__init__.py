@@ -10,8 +10,8 @@ from typing import Any
 
 from queuectl.dburi import is_uri, near_miss
 from queuectl.errors import InvalidInput
-from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, FollowedOutput, JobProcess,
-                                 LiveOutput, Outcome, Running, UnknownDependency, WorkerGone)
+from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, FollowedOutput,
+                                 JobProcess, LiveOutput, Outcome, Running, UnknownDependency, WorkerGone)
 from queuectl.store.interface import Store
 from queuectl.store.sql import SqlStore
 from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, default_db_path
@@ -39,5 +39,6 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     return SqliteStore(target, durable=durable, defaults=defaults)
 
 
-__all__ = ["open_store", "is_uri", "Store", "SqlStore", "SqliteStore", "Exchange", "LiveOutput", "FollowedOutput", "Running", "Outcome", "JobProcess", "CancelResult",
-           "DuplicateJob", "UnknownDependency", "Enqueued", "WorkerGone", "PURGE_BATCH", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "default_db_path"]
+__all__ = ["open_store", "is_uri", "Store", "SqlStore", "SqliteStore", "Exchange", "LiveOutput", "FollowedOutput",
+           "Running", "Outcome", "JobProcess", "CancelResult", "DuplicateJob", "UnknownDependency", "Enqueued",
+           "WorkerGone", "PURGE_BATCH", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "default_db_path"]

@@ -12,7 +12,7 @@ job_run_deltas instead (inserts never wait for each other), readers add them to 
 folded totals, and one worker at a time folds them (PostgresStore.maintain).
 """
 
-from queuectl.schema import _KEY_HELD_V6, CANCEL_DEPENDANTS, KEY_HELD, RELEASE_DEPENDANTS
+from queuectl.schema import _KEY_HELD_V6, CANCEL_DEPENDANTS, CASCADED, KEY_HELD, RELEASE_DEPENDANTS
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
@@ -146,10 +146,10 @@ ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
        " SET search_path = queuectl AS $$" + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL"),
     # As SQLite's step 6: idempotency keys, held by at most one job that has not ended.
     4: f"ALTER TABLE jobs ADD COLUMN key text; CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {_KEY_HELD_V6};",
-    # As SQLite's step 7: dependencies and the blocked state, and output written while a job runs. The trigger is a row trigger whose
-    # function's statements each take a fresh snapshot (a VOLATILE function's, in READ COMMITTED):
-    # so a completion that waited for an enqueue's lock on the dependency (SqlStore._insert_after)
-    # sees the dependant that enqueue committed. A cancelled dependant runs the trigger in turn.
+    # As SQLite's step 7: dependencies and the blocked state, and output written while a job runs.
+    # The trigger is a row trigger whose function's statements each take a fresh snapshot (a
+    # VOLATILE function's, in READ COMMITTED): so a completion that waited for an enqueue's lock on
+    # the dependency (SqlStore._dependencies) sees the dependant that enqueue committed.
     5: f"""
 ALTER TABLE jobs DROP CONSTRAINT jobs_state_check;
 ALTER TABLE jobs ADD CONSTRAINT jobs_state_check
@@ -172,13 +172,13 @@ BEGIN
     IF NEW.state = 'completed' THEN
         {RELEASE_DEPENDANTS};
     ELSE
-        {CANCEL_DEPENDANTS.replace("DEPENDANTS", "SELECT seq FROM job_deps WHERE after_seq = NEW.seq")};
+        {CANCEL_DEPENDANTS};
     END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
     WHEN (NEW.dependants <> 0 AND OLD.state IS DISTINCT FROM NEW.state
-          AND NEW.state IN ('completed', 'dead', 'cancelled'))
+          AND NEW.state IN ('completed', 'dead', 'cancelled') AND NOT ({CASCADED}))
     EXECUTE FUNCTION jobs_dependants();
 """,
 }

@@ -376,10 +376,9 @@ class SqlStore:
         bytes of each stream. The bytes a record holds that the store has already (a record sent again
         after its reply was lost) are skipped; output of an earlier attempt is replaced."""
         def stream(name: str) -> str:
-            joined = self.CONCAT.format(f"job_output.{name}",
-                                        # SQLite's substr of an empty blob is NULL: coalesce
-                                        f"coalesce(substr(excluded.{name}, CAST(job_output.{name}_total - ? + 1 AS INTEGER)),"
-                                        f" excluded.{name})")
+            new = f"substr(excluded.{name}, CAST(job_output.{name}_total - ? + 1 AS INTEGER))"
+            # SQLite's substr of an empty blob is NULL: coalesce
+            joined = self.CONCAT.format(f"job_output.{name}", f"coalesce({new}, excluded.{name})")
             return (f"{name} = CASE WHEN job_output.attempt = excluded.attempt AND job_output.{name}_total >= ?"
                     f" THEN coalesce(substr({joined}, CASE WHEN length({joined}) > {int(limit)}"
                     f" THEN length({joined}) - {int(limit)} + 1 ELSE 1 END), {joined}) ELSE excluded.{name} END")
@@ -433,7 +432,8 @@ class SqlStore:
         an absolute run_at lies ahead of a wall clock stepped back since).
         """
         if job_ids:
-            c.executemany(f"{_OUTPUT_BEFORE} (SELECT seq FROM jobs {_OWNED})", [(job_id, worker_id) for job_id in job_ids])
+            c.executemany(f"{_OUTPUT_BEFORE} (SELECT seq FROM jobs {_OWNED})",
+                          [(job_id, worker_id) for job_id in job_ids])
             c.executemany(
                 "UPDATE jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
                 " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
