@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -169,3 +170,13 @@ def test_enqueue_follow_exits_as_the_job_did(db, workers):
     r = subprocess.run([*QUEUECTL, "--db", db, "enqueue", "--follow", '{"command": "echo ok"}'],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.endswith("\nok\n"), r.stderr
+
+
+def test_ctrl_c_stops_enqueue_follow_and_the_job_goes_on(db, store):
+    following = subprocess.Popen([*QUEUECTL, "--db", db, "enqueue", "--follow", '{"id": "on", "command": "true"}'],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert following.stdout.readline() == "on\n"  # the job is in; no worker runs it
+    following.send_signal(signal.SIGINT)  # Ctrl+C
+    assert following.wait(30) == 130
+    assert following.stderr.read() == "queuectl: stopped following; the job goes on: queuectl logs -f on\n"
+    assert store.get_job("on").state == JobState.PENDING

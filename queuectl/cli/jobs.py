@@ -83,23 +83,24 @@ def enqueue(app, job, file, wait_, follow):
         elif result.cancelled is not None:
             click.echo(f"{where}job {job.id} is cancelled at once: {result.cancelled}", err=True)
     if follow:
-        click.echo(done[0].id)
-        return _follow(store, done[0].id, wait_style=False)
+        return _follow(store, done[0].id, wait_style=False, print_id=True)
     if not wait_:
         click.echo("\n".join(e.id for e in done))
         return None
     return _wait_for_enqueued(store, [e.id for e in done])
 
 
-def _follow(store, job_id: str, wait_style: bool) -> int:
-    """Follow job `job_id`'s output (queuectl.following) until it ends; return the exit status: as `wait`
-    gives it (`wait_style`: 0 or 1, with a line for a job that did not complete), else as `enqueue --wait`
-    does. Ctrl+C stops the following only (130)."""
+def _follow(store, job_id: str, wait_style: bool, print_id: bool = False) -> int:
+    """Follow job `job_id`'s output (queuectl.following) until it ends, after printing its id (`print_id`);
+    return the exit status: as `wait` gives it (`wait_style`: 0 or 1, with a line for a job that did not
+    complete), else as `enqueue --wait` does. Ctrl+C stops the following only (130)."""
     from queuectl.following import follow
     from queuectl.waiting import exit_status
 
-    sys.stdout.flush()
     try:
+        if print_id:
+            click.echo(job_id)  # first (flushed), for a script that reads it while the job runs
+        sys.stdout.flush()
         job = follow(store, job_id, sys.stdout.buffer, sys.stderr.buffer,
                      lambda line: click.echo(f"queuectl: {line}", err=True))
     except KeyboardInterrupt:
