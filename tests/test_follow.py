@@ -123,16 +123,24 @@ def test_logs_follow_of_an_unknown_job_or_with_json_is_refused(db, run_cli):
 TICKER = "for i in $(seq 20); do echo \"$i $(date +%s.%N)\"; echo \"e$i\" >&2; sleep 0.1; done"
 
 
+def gated(go, command: str) -> str:
+    """`command` after a line "ready" and a wait for the file `go`: the test makes it once the follower has
+    printed that line, so that what is measured is following, not the follower's start."""
+    return f"echo ready; while [ ! -e {go} ]; do sleep 0.02; done; {command}"
+
+
 def _follower(db: str, *args: str) -> subprocess.Popen:
     # Its own process, that shares nothing with the worker but the database (on PostgreSQL, a URI).
     return subprocess.Popen([*QUEUECTL, "--db", db, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def test_a_follower_gets_every_line_once_in_order_within_a_second(db, run_cli, workers, figures):
-    run_cli("enqueue", json.dumps({"id": "tick", "command": TICKER}))
+def test_a_follower_gets_every_line_once_in_order_within_a_second(db, run_cli, workers, figures, tmp_path):
+    run_cli("enqueue", json.dumps({"id": "tick", "command": gated(tmp_path / "go", TICKER)}))
     follower = _follower(db, "logs", "-f", "tick")
     workers.start()
+    assert follower.stdout.readline() == b"ready\n"
+    (tmp_path / "go").touch()
     arrivals = []
     for raw in follower.stdout:
         arrivals.append((raw.decode(), time.time()))
@@ -146,19 +154,23 @@ def test_a_follower_gets_every_line_once_in_order_within_a_second(db, run_cli, w
     figures.add("line written to line printed, mean", f"{sum(delays) / len(delays) * 1000:.0f} ms")
     assert max(delays) < 1.0, delays
     job = open_store(db).get_job("tick", output=True)
-    assert job.stdout == b"".join(text.encode() for text, _ in arrivals)  # the stored output, as before
+    assert job.stdout == b"ready\n" + b"".join(text.encode() for text, _ in arrivals)  # the stored output, as before
 
 
 def test_a_follower_goes_on_across_a_retry(db, run_cli, workers, tmp_path):
-    marker = tmp_path / "tried"
-    command = f"echo try; if [ ! -e {marker} ]; then touch {marker}; echo bad >&2; exit 3; fi; echo fine"
+    marker, go = tmp_path / "tried", tmp_path / "go"
+    # The first attempt waits for `go` (made once the follower has shown its first line): then fails.
+    command = (f"echo try; if [ ! -e {marker} ]; then touch {marker}; while [ ! -e {go} ]; do sleep 0.02; done;"
+               " echo bad >&2; exit 3; fi; echo fine")
     configure(run_cli, ("backoff-base", "1.1"))
     run_cli("enqueue", json.dumps({"id": "flaky", "command": command, "max_retries": 2}))
     follower = _follower(db, "logs", "--follow", "flaky")
     workers.start()
+    assert follower.stdout.readline() == b"try\n"
+    go.touch()
     out, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err
-    assert out.decode() == "try\ntry\nfine\n"
+    assert out.decode() == "try\nfine\n"
     assert err.decode().splitlines() == ["bad", "queuectl: attempt 1 ended (exit code 3); following attempt 2"]
 
 
