@@ -292,3 +292,15 @@ def test_a_requeued_cancel_with_no_error_still_cancels_the_dependants(store):
     store.cancel(["a"], NOW)  # requested: a is processing
     store.exchange(w, Exchange(requeue=["a"]), [], NOW)  # a forced stop gives it back: cancelled, no error
     assert states(store, "a", "b") == {"a": "cancelled", "b": "cancelled"}
+
+
+def test_a_released_job_is_claimed_at_once_not_at_the_next_poll(db, run_cli, workers):
+    """The completion that releases a dependant wakes the workers (as an enqueue does): with a poll-interval
+    of 60 s, a chain of three still runs through in seconds."""
+    run_cli("config", "set", "poll-interval", "60")
+    workers.start("--count", "1")
+    for job_id, after in (("p1", []), ("p2", ["p1"]), ("p3", ["p2"])):
+        run_cli("enqueue", json.dumps({"id": job_id, "command": "true", "after": after}))
+    with open_store(db) as store:
+        wait_for(lambda: store.get_job("p3").state == JobState.COMPLETED, timeout=30,
+                 message="the chain to run through well within one poll-interval")

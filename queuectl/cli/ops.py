@@ -40,6 +40,7 @@ def cancel(app, job_ids, queue, states, wait, as_json):
     Examples:
       queuectl cancel job1 job2
       queuectl cancel --queue build --state pending
+      queuectl cancel --state blocked
     """
     if job_ids and (queue or states):
         raise InvalidInput("give job ids, or --queue/--state, not both")
@@ -105,9 +106,14 @@ def _await_stops(store, job_ids: list[str], wait: float) -> dict[str, str]:
 def retry(app, job_ids):
     """Move dead or cancelled jobs back to pending, attempts reset to 0 (all or none).
 
+    A job with dependencies (`after`) not yet completed goes back to blocked; one whose
+    dependency is dead or cancelled is refused unless that one is retried with it. A job
+    whose idempotency key another job holds now is refused. Each id's new state is printed.
+
     \b
-    Example:
+    Examples:
       queuectl retry job1
+      queuectl retry build test    # test is after build
     """
     store = app.store()
     states = store.retry(list(job_ids), store.now())

@@ -403,7 +403,7 @@ class PostgresStore(SqlStore):
             " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, ended_at float8,"
             " exit_code int, stdout text, stderr text, out_total bigint, err_total bigint)"
             " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing'"
-            " RETURNING j.id, j.seq, j.attempts, decode(u.stdout, 'base64') AS stdout,"
+            " RETURNING j.id, j.seq, j.attempts, j.dependants, decode(u.stdout, 'base64') AS stdout,"
             " decode(u.stderr, 'base64') AS stderr, u.out_total, u.err_total),"
             " outs AS (INSERT INTO job_output (seq, stdout, stderr, attempt, stdout_total, stderr_total)"
             " SELECT seq, stdout, stderr, attempts, coalesce(out_total, length(stdout)),"
@@ -416,7 +416,8 @@ class PostgresStore(SqlStore):
             " FROM w WHERE j.id = ANY(?::text[]) AND j.worker_id = w.id AND j.state = 'processing'"
             " AND j.started_at IS NULL),"
             f" {_claim_ctes(f'{where} AND EXISTS (SELECT 1 FROM w)')}"
-            " SELECT (SELECT count(*) FROM w) AS alive, (SELECT array_agg(id) FROM ok) AS completed, c.*"
+            " SELECT (SELECT count(*) FROM w) AS alive, (SELECT array_agg(id) FROM ok) AS completed,"
+            " (SELECT bool_or(dependants <> 0) FROM ok) AS released, c.*"
             " FROM (SELECT 1) AS one LEFT JOIN claimed c ON true")
         ended = ex.ended
         # The batch goes as JSON (one parameter each, which psycopg sends as text, where arrays cost it
@@ -437,6 +438,8 @@ class PostgresStore(SqlStore):
             rows = self.c.execute(sql, values).fetchall()
         if not rows[0]["alive"]:
             raise WorkerGone(f"worker #{worker_id} is no longer registered")
+        if rows[0]["released"]:
+            self._wake_others()
         completed = set(rows[0]["completed"] or ())
         jobs = claimed_jobs(r for r in rows if r["seq"] is not None)
         return [JobState.COMPLETED if o.job_id in completed else None for o in ended], jobs
@@ -453,6 +456,16 @@ class PostgresStore(SqlStore):
                 if not cur.nextset():
                     break
         return out
+
+    def _wake_others(self) -> None:
+        """After a committed exchange whose completions released dependants (trigger jobs_dependants),
+        which its own claim could not see: NOTIFY, so that the workers claim them now. Best effort: the
+        poll is the fallback, and the exchange is committed already."""
+        try:
+            with self._errors():
+                self.c.execute(f"NOTIFY {CHANNEL}")
+        except DatabaseError:
+            pass
 
     def _notify(self, c) -> None:
         c.execute(f"NOTIFY {CHANNEL}")  # delivered at commit; one per transaction, however many rows

@@ -323,12 +323,14 @@ class SqlStore:
         done = [(i, o) for i, o in enumerate(outcomes) if o.ok]
         rows = self._update_returning(
             c, f"UPDATE jobs SET state = 'completed', attempts = attempts + {_COUNTS}, started_at = coalesce(?, started_at),"
-               f" {_ENDED} {_OWNED} RETURNING seq, attempts",
+               f" {_ENDED} {_OWNED} RETURNING seq, attempts, dependants",
             [(int(o.started_at is not None), o.started_at, *self._ended(o, now), o.job_id, worker_id) for _, o in done])
         for (i, o), row in zip(done, rows):
             states[i] = None if row is None else JobState.COMPLETED
             if row is not None:
                 self._keep_output(c, row, o)
+        if any(row is not None and row["dependants"] for row in rows):
+            self._notify(c)  # its trigger may have released dependants: wake the workers to claim them
         for i, o in enumerate(outcomes):
             if not o.ok:
                 states[i] = self._fail_one(c, worker_id, o, now, config)
