@@ -15,7 +15,7 @@ from typing import Any, Protocol, Sequence
 from queuectl.clock import Instant
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
-from queuectl.store.base import CancelResult, Enqueued, Exchange, JobProcess
+from queuectl.store.base import CancelResult, Enqueued, Exchange, FollowedOutput, JobProcess
 
 
 class Store(Protocol):
@@ -49,6 +49,13 @@ class Store(Protocol):
 
     def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, Job]:
         """The jobs of `job_ids` that exist, by id (without output)."""
+
+    def read_output(self, job_id: str, attempt: int | None,
+                    positions: tuple[int, int]) -> tuple[Job, FollowedOutput | None]:
+        """The job and its stored output past `positions` (bytes of stdout, stderr) of `attempt`; raises NotFound."""
+
+    def held_keys(self, limit: int = 100) -> tuple[list[tuple[str, str, JobState]], int]:
+        """([(key, job id, state)] of up to `limit` held idempotency keys, by key; how many are held in all)."""
 
     def list_jobs(self, state: JobState | None = None, queue: str | None = None, limit: int = 100) -> list[Job]:
         """Up to `limit` jobs, newest first."""
