@@ -14,6 +14,7 @@ from queuectl.recovery import SPAWN_SETTLE, Recovery, kill_local
 from queuectl.runner import spawn
 from queuectl.store import Exchange, Running
 from test_processes import live_members
+from conftest import wait_for
 from test_store import NOW, add, register
 
 
@@ -21,6 +22,14 @@ def local_worker(store, name: str, pid: int = 0) -> int:
     """Register a worker of this host (pid 0: no process of its own; kill_local does not ask)."""
     return register(store, name, host=procs.hostname(), boot_id=procs.boot_id(), pid_ns=procs.pid_namespace(),
                     pid=pid, pid_start=0)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 @pytest.fixture
@@ -33,6 +42,9 @@ def groups():
         os.close(out)
         os.close(err)
         started.append(pid)
+        # Until its exec is done, /proc/PID/environ shows this process's environment (the worker's
+        # SPAWN_SETTLE covers that in recovery): wait for it, as these tests call kill_local directly.
+        wait_for(lambda: _cmdline(pid).startswith(b"sleep"), timeout=10, message="the group's exec")
         return pid
 
     yield start
@@ -58,7 +70,8 @@ def test_a_group_never_recorded_is_found_by_the_lost_workers_id_and_a_copy_anoth
     assert (job.job_id, job.pgid, job.started) == ("x", None, False)
 
     assert kill_local([job]) is True
-    assert live_members(leftover) == []
+    # SIGKILL is sent at once; the process may take a moment to exit
+    wait_for(lambda: live_members(leftover) == [], timeout=10, message="the killed group to be gone")
     assert live_members(copy) == [copy] and live_members(other_job) == [other_job]
 
 
@@ -75,7 +88,8 @@ def test_a_recorded_group_is_killed_and_one_whose_leader_pid_was_reused_is_not(s
     ]), [], NOW)
 
     assert kill_local(store.worker_jobs(lost)) is True
-    assert live_members(running) == []
+    # SIGKILL is sent at once; the process may take a moment to exit
+    wait_for(lambda: live_members(running) == [], timeout=10, message="the killed group to be gone")
     assert live_members(reused) == [reused]
 
 
@@ -100,4 +114,5 @@ def test_a_sweep_looks_for_a_dead_workers_unrecorded_groups_only_after_spawn_set
     assert store.get_job("x").state == JobState.PROCESSING
     sweep(100.0 + SPAWN_SETTLE)
     assert (store.get_job("x").state, store.get_job("x").attempts, recovery.held) == (JobState.PENDING, 0, 0)
-    assert live_members(leftover) == []
+    # SIGKILL is sent at once; the process may take a moment to exit
+    wait_for(lambda: live_members(leftover) == [], timeout=10, message="the killed group to be gone")
