@@ -7,7 +7,7 @@ import time
 import click
 
 from queuectl.cli.common import json_option, pass_app, print_json
-from queuectl.errors import InvalidInput, QueuectlError
+from queuectl.errors import InvalidInput, NotFound, QueuectlError
 from queuectl.jobspec import check_queue
 from queuectl.models import JobState
 from queuectl.store import PURGE_BATCH
@@ -94,7 +94,11 @@ def _await_stops(store, job_ids: list[str], wait: float) -> dict[str, str]:
     deadline = time.monotonic() + wait
     states = {}
     while True:
-        states = {j: store.get_job(j).state.value for j in job_ids}
+        found = store.jobs_by_id(job_ids)  # one read for all, without get_job's dependencies
+        missing = [j for j in job_ids if j not in found]
+        if missing:
+            raise NotFound(f"no job with id {missing[0]!r}")
+        states = {j: found[j].state.value for j in job_ids}
         if all(s != "processing" for s in states.values()) or time.monotonic() >= deadline:
             return states
         time.sleep(0.05)
