@@ -78,8 +78,13 @@ def parse_job(text: str, now: float) -> NewJob:
     nesting too deep or an integer too long for Python to read, a missing or empty command, an
     unknown field, a value of the wrong type or range). A message never holds a line break.
     """
+    return validate_job(_decode(text), now)
+
+
+def _decode(text: str):
+    """The JSON value of `text`; raises InvalidInput as parse_job says."""
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as e:
         where = f"column {e.colno}" if e.lineno == 1 else f"line {e.lineno} column {e.colno}"
         msg = e.msg.removesuffix(" at")  # "Invalid control character at" would read "at at"
@@ -88,7 +93,36 @@ def parse_job(text: str, now: float) -> NewJob:
         raise InvalidInput("malformed JSON: nested too deeply") from None
     except ValueError:  # int(): Python reads at most sys.get_int_max_str_digits() digits
         raise InvalidInput(f"malformed JSON: a number of more than {sys.get_int_max_str_digits()} digits") from None
-    return validate_job(obj, now)
+
+
+#: The job fields a schedule's template may give: the others are each run's own (its id names the
+#: schedule and the slot; it runs when its slot comes; it depends on nothing).
+TEMPLATE_FIELDS = ("command", "queue", "priority", "max_retries", "timeout", "cwd", "key")
+
+
+def parse_template(text: str, overlap_allowed: bool) -> dict:
+    """Parse a schedule's job template (a JSON object of TEMPLATE_FIELDS); return its fields, nulls left out.
+
+    Raises InvalidInput with one line naming the problem: what parse_job refuses, a field that
+    is each run's own (id, run_at, delay, after), or a `key` when runs may overlap (a key
+    keeps a run from starting while another holds it: the two contradict each other).
+    """
+    obj = _decode(text)
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"a job template must be a JSON object, got {type(obj).__name__ if obj is not None else 'null'}")
+    own = [k for k in ("id", "run_at", "delay", "after") if k in obj]
+    if own:
+        raise InvalidInput(f"a schedule's template cannot give {', '.join(own)}: each run gets the id NAME@SLOT-TIME"
+                           " and is due at its slot")
+    unknown = sorted(set(obj) - set(TEMPLATE_FIELDS))
+    if unknown:
+        shown = ", ".join(k if _PLAIN_NAME.fullmatch(k) else repr(k) for k in unknown)
+        raise InvalidInput(f"unknown field(s) {shown}; a template may give: {', '.join(TEMPLATE_FIELDS)}")
+    if obj.get("key") is not None and overlap_allowed:
+        raise InvalidInput("a template with a key cannot have --overlap allow: a key keeps a run from starting"
+                           " while another run holds it")
+    validate_job({**obj, "id": "template"}, 0.0)
+    return {k: v for k, v in obj.items() if v is not None}
 
 
 def _no_duplicate_keys(pairs: list) -> dict:

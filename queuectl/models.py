@@ -175,3 +175,99 @@ class WorkerInfo:
             "state": state,
             "draining_since": iso(self.draining_since),
         }
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A recurring job (`queuectl schedule`). Times are Unix seconds on the store's clock.
+
+    `kind` and `expr` make its queuectl.recurrence.Rule ("cron" and an expression in `zone`, or
+    "every" and whole seconds); `template` holds the runs' job fields; `overlap` is "skip" (a
+    slot whose previous run has not ended adds nothing) or "allow". `last_state` is the state of
+    its last run's job (None when there was none, or retention deleted it).
+    """
+
+    name: str
+    kind: str
+    expr: str
+    zone: str
+    template: dict
+    overlap: str
+    created_at: float
+    next_at: float
+    paused_at: float | None = None
+    last_slot: float | None = None
+    last_job: str | None = None
+    fired_at: float | None = None
+    skipped: int = 0
+    last_state: JobState | None = None
+
+    @property
+    def rule(self):
+        """Its queuectl.recurrence.Rule."""
+        from queuectl.recurrence import Rule
+
+        return Rule(self.kind, self.expr, self.zone)
+
+    @classmethod
+    def from_row(cls, row) -> "Schedule":
+        """Build a Schedule from a row of the schedules table (with last_state joined from jobs)."""
+        import json
+
+        values = {k: row[k] for k in row.keys() if k in cls.__dataclass_fields__}
+        values["template"] = json.loads(values["template"])
+        if values.get("last_state") is not None:
+            values["last_state"] = JobState(values["last_state"])
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict; times as ISO-8601 UTC, and the next slot also as wall time in its zone."""
+        rule = self.rule
+        return {
+            "name": self.name,
+            "rule": rule.text,
+            "cron": self.expr if self.kind == "cron" else None,
+            "every_seconds": int(self.expr) if self.kind == "every" else None,
+            "zone": self.zone,
+            "overlap": self.overlap,
+            "paused": self.paused_at is not None,
+            "next_at": iso(self.next_at),
+            "next_local": rule.local(self.next_at),
+            "last_slot": iso(self.last_slot),
+            "last_job": self.last_job,
+            "last_state": self.last_state.value if self.last_state else None,
+            "fired_at": iso(self.fired_at),
+            "skipped": self.skipped,
+            "template": self.template,
+        }
+
+
+@dataclass(frozen=True)
+class QueueLimit:
+    """The limits of one queue (`queuectl limit`): at most `concurrency` jobs processing at once, and at
+    most `rate_count` claims in any `rate_window` seconds; None where not limited. `processing` is how
+    many of its jobs are processing now, when read with it."""
+
+    queue: str
+    concurrency: int | None = None
+    rate_count: int | None = None
+    rate_window: float | None = None
+    processing: int = 0
+
+    @property
+    def text(self) -> str:
+        """The limits as `limit` takes them: "concurrency 2, rate 30/1m", or "-"."""
+        from queuectl.settings import format_duration
+
+        parts = []
+        if self.concurrency is not None:
+            parts.append(f"concurrency {self.concurrency}")
+        if self.rate_count is not None:
+            parts.append(f"rate {self.rate_count}/{format_duration(self.rate_window)}")
+        return ", ".join(parts) or "-"
+
+    def to_dict(self) -> dict:
+        return {"queue": self.queue, "concurrency": self.concurrency,
+                "rate": None if self.rate_count is None else {"count": self.rate_count,
+                                                              "window_seconds": self.rate_window},
+                "processing": self.processing}

@@ -98,6 +98,35 @@ WHEN NEW.run_at IS NOT OLD.run_at AND NEW.due_mono IS OLD.due_mono AND NEW.due_m
 END;
 """
 
+#: Recurring jobs (`queuectl schedule`) and queue limits (`queuectl limit`), as both engines make them
+#: (SCHEDULE_PK, REAL_T and INT_T stand for each engine's types). A schedule's run is a job whose id
+#: names the schedule and the slot (queuectl.recurrence.slot_id): the jobs' unique id is what makes
+#: every other attempt to fire that slot a no-op. Limits live beside pause in queues; queue_starts
+#: holds the claims of rate-limited queues within their window.
+SCHEDULES_LIMITS = """
+CREATE TABLE schedules (
+    name       SCHEDULE_PK,
+    kind       TEXT NOT NULL CHECK (kind IN ('cron', 'every')),
+    expr       TEXT NOT NULL,                -- a cron expression, or the interval in seconds
+    zone       TEXT NOT NULL,                -- IANA time zone of a cron expression's fields
+    template   TEXT NOT NULL,                -- JSON: the runs' job fields
+    overlap    TEXT NOT NULL CHECK (overlap IN ('skip', 'allow')),
+    created_at REAL_T NOT NULL,
+    paused_at  REAL_T,                       -- Unix seconds; NULL: firing
+    next_at    REAL_T NOT NULL,              -- the next slot, Unix seconds on the store's clock
+    last_slot  REAL_T,                       -- the last slot fired or skipped
+    last_job   TEXT,                         -- the id of the last run added
+    fired_at   REAL_T,                       -- when it was added
+    skipped    INT_T NOT NULL DEFAULT 0      -- slots skipped while the previous run had not ended
+);
+CREATE INDEX schedules_due ON schedules (next_at) WHERE paused_at IS NULL;
+ALTER TABLE queues ADD COLUMN concurrency INT_T;        -- at most this many jobs processing at once
+ALTER TABLE queues ADD COLUMN rate_count INT_T;         -- at most rate_count claims ...
+ALTER TABLE queues ADD COLUMN rate_window REAL_T;       -- ... in any rate_window seconds
+CREATE TABLE queue_starts (queue TEXT NOT NULL, at REAL_T NOT NULL);
+CREATE INDEX queue_starts_queue ON queue_starts (queue, at);
+"""
+
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -314,6 +343,9 @@ END;
        .replace("REBUILT_INDEXES_TRIGGERS", _REBUILT_INDEXES_TRIGGERS).replace("KEY_HELD", KEY_HELD)
        .replace("RELEASE_DEPENDANTS", RELEASE_DEPENDANTS).replace("CANCEL_DEPENDANTS", CANCEL_DEPENDANTS)
        .replace("CASCADED", CASCADED),
+    # Schedules and limits: SCHEDULES_LIMITS (both engines).
+    8: SCHEDULES_LIMITS.replace("SCHEDULE_PK", "TEXT PRIMARY KEY").replace("REAL_T", "REAL")
+                       .replace("INT_T", "INTEGER"),
 }
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.

@@ -63,6 +63,7 @@ from queuectl.models import Job, JobState, one_line
 from queuectl.notify import Notifier
 from queuectl.recovery import Recovery
 from queuectl.retention import Retention
+from queuectl.scheduler import Scheduler
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import drain, on_stop
 from queuectl.store import Exchange, LiveOutput, Outcome, Running, Store, WorkerGone
@@ -151,8 +152,9 @@ class Ledger:
             due = min(due, min(p.started for p in self.groups.values()) + RECORD_AFTER)
         return due
 
-    def batch(self, running: dict, mono: float, claim: int) -> Exchange:
-        """The Exchange that records everything here (groups of jobs that ran RECORD_AFTER or more) and claims `claim`."""
+    def batch(self, running: dict, mono: float, claim: int, free: int | None = None) -> Exchange:
+        """The Exchange that records everything here (groups of jobs that ran RECORD_AFTER or more) and claims `claim`
+        (`free` of them for free slots: see Exchange.free)."""
         ended_ids = {key for key, _, _, _ in self.ended}
         entries = []
         for job_id in {**self.starts, **self.groups}:
@@ -168,7 +170,7 @@ class Ledger:
                  for key, r, wall, _ in self.ended if key not in self.forced]
         output = [LiveOutput(*proc.output_since(proc.flushed), *proc.flushed, proc.written, job_id=job_id)
                   for job_id, proc in running.items() if output_due(proc) <= mono]
-        return Exchange(entries, ended, requeue, list(self.release), claim, output)
+        return Exchange(entries, ended, requeue, list(self.release), claim, output, free)
 
     def recorded(self, ex: Exchange) -> None:
         """Forget what `ex` recorded (the store committed it)."""
@@ -219,6 +221,8 @@ class Worker:
         self.runner = Runner(self.config["output-limit"], clock=self.monotonic)
         self.recovery = Recovery(self.store, self.queues)
         self.retention = Retention()
+        self.scheduler = Scheduler()
+        self._limited_jobs: set[str] = set()  # running jobs of limited queues (Store.limited)
         self.prefetch = PREFETCH_PER_SLOT * self.slots
         self.reserve: deque[Job] = deque()  # claimed, not started
         self.ledger = Ledger()
@@ -320,6 +324,9 @@ class Worker:
             for key, result in finished:
                 self.ledger.ended.append((key, result, wall, mono))
                 self._short = result.duration < HOLD
+                if key in self._limited_jobs:  # its place in the limit is free: claim now, not at the next poll
+                    self._limited_jobs.discard(key)
+                    self._claim_at = 0.0
 
     def tick(self, now: float | None = None) -> float | None:
         """Do what is due at monotonic time `now` (default: the monotonic clock now); return the seconds
@@ -356,6 +363,9 @@ class Worker:
                 self._start_reserved(now)
             if not stopping and self.retention.due(now):
                 self.retention.run(self.store, self.worker_id, self.config, self.now())
+            if not stopping and self.scheduler.due(now):
+                if any(f.outcome == "added" for f in self.scheduler.run(self.store, self.now())):
+                    self._claim_at = 0.0  # claim the new runs now, not at the next poll
             if self._done(stopping):
                 return None
             wait = self._next_due(now, stopping)
@@ -413,6 +423,8 @@ class Worker:
             due = min(due, now + OUTPUT_EVERY)
         if not stopping and len(self.runner.running) + len(self.reserve) < self.slots:
             due = min(due, self._claim_at)
+        if not stopping:
+            due = min(due, self.scheduler.next_at)
         if self.reserve and self.runner.running and len(self.runner.running) >= self.slots:
             due = min(due, max(p.started for p in self.runner.running.values()) + HOLD)  # all busy HOLD s
         return max(0.0, due - now)
@@ -467,7 +479,8 @@ class Worker:
         """
         if self._in_doubt:
             self._give_back_unknown()
-        ex = self.ledger.batch(self.runner.running, now, claim)
+        ex = self.ledger.batch(self.runner.running, now, claim,
+                               free=max(0, self.slots - len(self.runner.running) - len(self.reserve)))
         try:
             states, jobs = self.store.exchange(self.worker_id, ex, self.queues, self.now(), self.config)
         except DatabaseError:
@@ -538,6 +551,8 @@ class Worker:
         env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
                              "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id)})
         proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
+        if job.queue in self.store.limited:
+            self._limited_jobs.add(job.id)
         self.ledger.started(job.id, proc, self.clock())
         # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO
         log.debug("job %s started (attempt %d): %s", job.id, attempt, one_line(job.command, 80))

@@ -688,7 +688,8 @@ def test_every_command_is_covered():
     assert sorted(" ".join(p) for p in COMMAND_PATHS) == sorted([
         "", "enqueue", "list", "show", "logs", "status", "worker", "worker start", "worker stop",
         "dlq", "dlq list", "dlq retry", "config", "config set", "config get", "config list",
-        "cancel", "retry", "pause", "resume", "purge", "metrics", "wait"])
+        "cancel", "retry", "pause", "resume", "purge", "metrics", "wait", "limit", "schedule", "schedule add",
+        "schedule list", "schedule rm", "schedule pause", "schedule resume"])
 
 
 @pytest.mark.parametrize("path", COMMAND_PATHS, ids=[" ".join(p) or "queuectl" for p in COMMAND_PATHS])

@@ -46,6 +46,8 @@ COMMANDS = {
     "resume": "queuectl.cli.ops:resume",
     "purge": "queuectl.cli.ops:purge",
     "metrics": "queuectl.cli.ops:metrics",
+    "schedule": "queuectl.cli.schedules:schedule",
+    "limit": "queuectl.cli.limits:limit",
 }
 
 

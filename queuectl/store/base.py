@@ -126,6 +126,9 @@ class Exchange:
     release: Sequence[str] = ()
     claim: int = 0
     output: Sequence[LiveOutput] = ()
+    #: How many of `claim` would start at once (the worker's free slots; None: all): jobs of limited
+    #: queues are claimed for these alone (queuectl.store.limits).
+    free: int | None = None
 
     def writes(self) -> bool:
         """True if there is anything to record (not a claim alone)."""

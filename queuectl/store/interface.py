@@ -14,7 +14,7 @@ from typing import Any, Protocol, Sequence
 
 from queuectl.clock import Instant
 from queuectl.jobspec import NewJob
-from queuectl.models import Job, JobState, WorkerInfo
+from queuectl.models import Job, JobState, QueueLimit, Schedule, WorkerInfo
 from queuectl.store.base import CancelResult, Enqueued, Exchange, FollowedOutput, JobProcess
 
 
@@ -96,6 +96,25 @@ class Store(Protocol):
     def paused_queues(self) -> dict[str, float]:
         """{queue: paused since, Unix seconds}."""
 
+    def add_schedule(self, name: str, rule, template: dict, overlap: str, now: Instant | float,
+                     replace: bool = False) -> Schedule:
+        """Add (or with `replace` replace) a schedule; return it. Raises Conflict for a name taken."""
+
+    def schedules(self) -> list[Schedule]:
+        """Every schedule, by name, with its last run's state."""
+
+    def remove_schedules(self, names: Sequence[str]) -> list[bool]:
+        """Remove schedules; for each, whether it existed."""
+
+    def set_schedules_paused(self, names: Sequence[str], paused: bool, now: Instant | float) -> list[bool | None]:
+        """Pause or resume schedules; for each, whether it changed (None: no such schedule)."""
+
+    def set_limit(self, queue: str, now: Instant | float, concurrency=..., rate=...) -> QueueLimit:
+        """Set or clear a queue's concurrency and rate limits (queuectl.store.limits); return them."""
+
+    def queue_limits(self) -> list[QueueLimit]:
+        """Every queue's limits, by queue."""
+
     def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
               limit: int = ...) -> int:
         """Delete up to `limit` finished jobs older than their state's age (seconds); return how many."""
@@ -126,6 +145,12 @@ class Store(Protocol):
                  config: dict[str, Any] | None = None) -> tuple[list[JobState | None], list[Job]]:
         """Record `ex` and claim up to `ex.claim` jobs in one transaction: (ended jobs' states, claimed jobs).
         Raises WorkerGone."""
+
+    #: The limited queues the last claim saw (queuectl.store.limits).
+    limited: frozenset[str]
+
+    def fire_schedules(self, now: Instant | float) -> tuple[list, float | None]:
+        """Fire the schedules' due slots, each once across every worker; ([Fired], the next slot or None)."""
 
     def cancel_requests(self, worker_id: int) -> list[str]:
         """Ids of the worker's jobs whose cancel was requested."""

@@ -41,7 +41,8 @@ from queuectl.dburi import redact, uri_error
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
 from queuectl.models import JobState
-from queuectl.store.base import WorkerGone
+from queuectl.store.base import Exchange, WorkerGone
+from queuectl.store.limits import LIMITED
 from queuectl.store.sql import _JOB_COLUMNS, _RELEASED, SqlStore, claimed_jobs
 
 try:
@@ -200,6 +201,7 @@ class PostgresStore(SqlStore):
 
     FOR_SHARE = " FOR SHARE"
     FOR_UPDATE = " FOR UPDATE"
+    SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
     COUNTS_FROM = ("(SELECT queue, state, sum(n)::bigint AS n FROM (SELECT queue, state, n FROM job_counts"
                    " UNION ALL SELECT queue, state, n FROM job_count_deltas) d GROUP BY queue, state) c")
     RUNS_FROM = ("(SELECT queue, outcome, sum(n)::bigint AS n FROM (SELECT queue, outcome, n FROM job_runs"
@@ -415,9 +417,10 @@ class PostgresStore(SqlStore):
             f" rel AS (UPDATE jobs j SET {_RELEASED}, updated_at = ?"
             " FROM w WHERE j.id = ANY(?::text[]) AND j.worker_id = w.id AND j.state = 'processing'"
             " AND j.started_at IS NULL),"
-            f" {_claim_ctes(f'{where} AND EXISTS (SELECT 1 FROM w)')}"
+            f" lim AS (SELECT EXISTS (SELECT 1 FROM queues WHERE {LIMITED}) AS limited),"
+            f" {_claim_ctes(f'{where} AND EXISTS (SELECT 1 FROM w) AND NOT (SELECT limited FROM lim)')}"
             " SELECT (SELECT count(*) FROM w) AS alive, (SELECT array_agg(id) FROM ok) AS completed,"
-            " (SELECT bool_or(dependants <> 0) FROM ok) AS released, c.*"
+            " (SELECT bool_or(dependants <> 0) FROM ok) AS released, (SELECT limited FROM lim) AS limited, c.*"
             " FROM (SELECT 1) AS one LEFT JOIN claimed c ON true")
         ended = ex.ended
         # The batch goes as JSON (one parameter each, which psycopg sends as text, where arrays cost it
@@ -442,6 +445,10 @@ class PostgresStore(SqlStore):
             self._wake_others()
         completed = set(rows[0]["completed"] or ())
         jobs = claimed_jobs(r for r in rows if r["seq"] is not None)
+        if rows[0]["limited"] and ex.claim > 0:  # a limit is in force: claim as it says, in a transaction of its own
+            jobs = super().exchange(worker_id, Exchange(claim=ex.claim, free=ex.free), queues, now, config)[1]
+        elif ex.claim > 0:
+            self.limited = frozenset()
         return [JobState.COMPLETED if o.job_id in completed else None for o in ended], jobs
 
     def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:

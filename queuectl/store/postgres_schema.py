@@ -12,14 +12,15 @@ job_run_deltas instead (inserts never wait for each other), readers add them to 
 folded totals, and one worker at a time folds them (PostgresStore.maintain).
 """
 
-from queuectl.schema import _KEY_HELD_V6, CANCEL_DEPENDANTS, CASCADED, KEY_HELD, RELEASE_DEPENDANTS
+from queuectl.schema import _KEY_HELD_V6, CANCEL_DEPENDANTS, CASCADED, KEY_HELD, RELEASE_DEPENDANTS, SCHEDULES_LIMITS
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
 
 #: The tables of the schema, which queries name bare and the store qualifies (postgres.qualify).
 TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
-          "workers", "config", "queues", "leases", "job_deps")
+          "workers", "config", "queues", "leases", "job_deps",
+          "schedules", "queue_starts")
 
 #: The body of the jobs table's update trigger (counts by state, and runs by outcome of the rows that
 #: leave processing, RUNS_FILTER narrowing those), shared by the steps that create and replace it.
@@ -181,6 +182,9 @@ CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
           AND NEW.state IN ('completed', 'dead', 'cancelled') AND NOT ({CASCADED}))
     EXECUTE FUNCTION jobs_dependants();
 """,
+    # As SQLite's step 8: schedules and limits.
+    6: SCHEDULES_LIMITS.replace("SCHEDULE_PK", "text PRIMARY KEY").replace("REAL_T", "double precision")
+                       .replace("INT_T", "bigint"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

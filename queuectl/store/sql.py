@@ -29,6 +29,8 @@ from queuectl.schema import KEY_HELD, dependency_failed
 from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, FollowedOutput,
                                  JobProcess, LiveOutput, Outcome, UnknownDependency, WorkerGone, after_failure,
                                  due_on_monotonic, schedule)
+from queuectl.store.limits import LimitStore
+from queuectl.store.schedules import ScheduleStore
 
 _JOB_COLUMNS = (
     "seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, "
@@ -50,7 +52,7 @@ _DUE = (f"(CASE WHEN due_boot = ? THEN due_mono <= ? ELSE run_at <= ? OR ((delay
         f" AND run_at - delay > ? + {STEP_TOLERANCE}) END)")
 
 
-class SqlStore:
+class SqlStore(ScheduleStore, LimitStore):
     """The queue's operations on a SQL database; subclasses supply the engine.
 
     A subclass sets `self.c` (a connection whose `execute(sql, params)` and
@@ -68,6 +70,8 @@ class SqlStore:
     #: transaction already excludes every other writer, as SQLite's BEGIN IMMEDIATE does).
     FOR_SHARE = ""
     FOR_UPDATE = ""
+    #: FOR_UPDATE that passes over rows another transaction has locked.
+    SKIP_LOCKED = ""
     #: Where the per-(queue, state) job counts and the per-(queue, outcome) run counts are read from.
     COUNTS_FROM = "job_counts"
     RUNS_FROM = "job_runs"
@@ -159,12 +163,7 @@ class SqlStore:
         job (nor one earlier in `jobs`).
         """
         now = instant(now)
-        rows = [
-            (j.id, j.queue, j.command, j.priority, j.max_retries, j.timeout, j.cwd,
-             j.run_at if j.delay is None else now.wall + j.delay, j.delay,
-             *due_on_monotonic(now, j.delay), now.wall, now.wall, j.key)
-            for j in jobs
-        ]
+        rows = [_row(j, now) for j in jobs]
         done: list[Enqueued] = []
         try:
             with self._write() as c:
@@ -240,6 +239,12 @@ class SqlStore:
                 return Enqueued(holder["id"], JobState(holder["state"])), None
         raise DatabaseError(f"key {job.key!r} is taken and freed again faster than it can be read; try again")
 
+    @staticmethod
+    def _insert_run(c, job: NewJob, now: Instant) -> bool:
+        """Insert a schedule's run, ready when due; False, adding nothing, if its id exists or its key is held."""
+        return c.execute(f"{_INSERT} ON CONFLICT DO NOTHING RETURNING seq", (*_row(job, now), *_READY_NOW)
+                         ).fetchone() is not None
+
     def _first_duplicate(self, ids: list[str]) -> int | None:
         """Return the index of the first id that exists already or repeats an earlier one, or None."""
         seen: set[str] = set()
@@ -290,10 +295,16 @@ class SqlStore:
             states = self._finish(c, worker_id, ex.ended, now, config)
             self._requeue(c, worker_id, ex.requeue, now)
             self._release(c, worker_id, ex.release, now)
-            jobs = self._claim(c, worker_id, queues, ex.claim, now) if ex.claim > 0 else []
+            jobs = self._claim(c, worker_id, queues, ex.claim, now, ex.free) if ex.claim > 0 else []
         return states, jobs
 
-    def _claim(self, c, worker_id: int, queues: Sequence[str], limit: int, now: Instant) -> list[Job]:
+    def _claim(self, c, worker_id: int, queues: Sequence[str], limit: int, now: Instant,
+               free: int | None = None) -> list[Job]:
+        """Claim up to `limit` jobs; of limited queues (queuectl.store.limits) no more than `free` (None: `limit`)."""
+        limits = self._limits_for_claim(c, queues)
+        if limits:
+            rows = self._claim_within_limits(c, worker_id, queues, limit, limit if free is None else free, limits, now)
+            return claimed_jobs(rows)
         where, params = self._ready_filter(queues, now)
         return claimed_jobs(self._claim_rows(c, worker_id, where, params, limit, now))
 
@@ -865,8 +876,9 @@ class SqlStore:
                 if paused and not was_paused:
                     c.execute("INSERT INTO queues (name, paused_at) VALUES (?, ?)"
                               " ON CONFLICT (name) DO UPDATE SET paused_at = excluded.paused_at", (q, now.wall))
-                elif not paused and was_paused:
-                    c.execute("DELETE FROM queues WHERE name = ?", (q,))
+                elif not paused and was_paused:  # the row stays while it holds a limit
+                    c.execute("UPDATE queues SET paused_at = NULL WHERE name = ?", (q,))
+                    c.execute("DELETE FROM queues WHERE name = ? AND concurrency IS NULL AND rate_count IS NULL", (q,))
                 out.append(paused != was_paused)
             if not paused and any(out):
                 self._notify(c)
@@ -1021,6 +1033,13 @@ _RELEASED = ("state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 
 _OUTPUT_BEFORE = "UPDATE job_output SET attempt = 0 WHERE seq ="
 #: Sets a job's due time from _schedule's four values (a dead job's run_at is kept).
 _RESCHEDULE = "run_at = coalesce(?, run_at), delay = ?, due_boot = ?, due_mono = ?"
+
+
+def _row(j: NewJob, now: Instant) -> tuple:
+    """The first values of _INSERT for new job `j` enqueued at `now` (see SqlStore.enqueue)."""
+    return (j.id, j.queue, j.command, j.priority, j.max_retries, j.timeout, j.cwd,
+            j.run_at if j.delay is None else now.wall + j.delay, j.delay,
+            *due_on_monotonic(now, j.delay), now.wall, now.wall, j.key)
 
 
 def _due_params(now: Instant) -> list:

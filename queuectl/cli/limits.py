@@ -1,0 +1,80 @@
+"""`queuectl limit`: per-queue concurrency and rate limits, kept across every worker and host."""
+
+from __future__ import annotations
+
+import click
+
+from queuectl.cli.common import json_option, pass_app, print_json, print_table
+from queuectl.errors import InvalidInput
+
+
+def parse_rate(text: str) -> tuple[int, float]:
+    """COUNT/DURATION (30/1m, 5/2s) as (count, window seconds); raises InvalidInput."""
+    from queuectl.settings import parse_duration
+
+    count, slash, window = text.partition("/")
+    try:
+        n = int(count)
+    except ValueError:
+        n = 0
+    seconds = parse_duration(window, "--rate's window") if slash and window.strip() else None
+    if not slash or n < 1 or not seconds:
+        raise InvalidInput(f"--rate takes COUNT/DURATION with COUNT >= 1 and a window longer than 0s, such as"
+                           f" 30/1m or 5/2s; got {text!r}")
+    return n, seconds
+
+
+@click.command()
+@click.argument("queue", required=False)
+@click.option("--concurrency", type=int, metavar="N", help="At most N jobs of QUEUE processing at once (N >= 1).")
+@click.option("--rate", metavar="COUNT/DURATION", help="At most COUNT jobs of QUEUE started in any window of"
+                                                      " DURATION (30/1m, 5/2s).")
+@click.option("--clear", is_flag=True, help="Remove QUEUE's limits.")
+@json_option
+@pass_app
+def limit(app, queue, concurrency, rate, clear, as_json):
+    """Limit how many jobs of QUEUE run at once, or start per window, across every worker and host.
+
+    Without options it shows QUEUE's limits; without QUEUE, every queue's. Limits are kept
+    in the database, like pause. A full limited queue never holds other queues back:
+    workers claim from those meanwhile. Jobs already running when a limit is lowered run on.
+
+    \b
+    Examples:
+      queuectl limit build --concurrency 2
+      queuectl limit mail --rate 30/1m
+      queuectl limit build --clear
+      queuectl limit --json
+    """
+    from queuectl.jobspec import check_queue
+    from queuectl.store.limits import UNCHANGED
+
+    changes = concurrency is not None or rate is not None
+    if queue is None and (changes or clear):
+        raise InvalidInput("give the QUEUE to limit (queuectl limit QUEUE --concurrency N)")
+    if clear and changes:
+        raise InvalidInput("give --clear alone, or --concurrency and/or --rate")
+    if concurrency is not None and concurrency < 1:
+        raise InvalidInput(f"--concurrency must be at least 1, got {concurrency}")
+    window = parse_rate(rate) if rate is not None else UNCHANGED
+    store = app.store()
+    if queue is not None:
+        check_queue(queue)
+    if clear or changes:
+        kept = store.set_limit(queue, store.now(), concurrency=None if clear else (UNCHANGED if concurrency is None
+                                                                                    else concurrency),
+                               rate=None if clear else window)
+        limits = [kept] if kept.text != "-" else []
+        if not as_json:
+            click.echo(f"{queue}: {kept.text if limits else 'no limits'}")
+            return
+    else:
+        limits = [q for q in store.queue_limits() if queue in (None, q.queue)]
+    if as_json:
+        print_json([q.to_dict() for q in limits])
+        return
+    if queue is not None and not limits:
+        click.echo(f"{queue}: no limits")
+        return
+    print_table(["QUEUE", "CONCURRENCY", "RATE", "PROCESSING"],
+                [[q.queue, q.concurrency or "-", q.text.partition("rate ")[2] or "-", q.processing] for q in limits])

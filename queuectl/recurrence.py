@@ -1,0 +1,197 @@
+"""Schedule rules: when a recurring job's slots fall (`queuectl schedule`). Pure arithmetic, no store.
+
+A rule is a cron expression (the standard five fields, or @hourly, @daily, @weekly,
+@monthly, @yearly, @annually, @midnight), read by croniter in a time zone, or an interval
+(`--every 30s`, `5m`, `1h`: a whole number of seconds, at least 1). Slots are instants in
+Unix seconds, whole seconds:
+
+- An interval's slots are the multiples of its length since the Unix epoch (UTC), so every
+  host computes the same ones and `--every 5m` fires at :00, :05, ... of each hour.
+- A cron expression's fields are local wall time in the schedule's zone (IANA name, read
+  with zoneinfo). croniter matches the fields on naive wall times; this module maps them to
+  instants itself, with these rules for daylight-saving changes (those of Debian's cron):
+  - a wall time that does not exist (skipped when clocks go forward) runs as if the change
+    had not happened yet: 02:30 on a night that jumps from 02:00 to 03:00 runs at 03:30;
+  - a wall time that happens twice (clocks go back) runs once, at its first occurrence,
+    unless the hour field is a wildcard (`*`, `*/2`): such schedules keep their interval
+    through the repeated hour (an hourly job runs 25 times that day).
+  Debian 12's croniter (1.3) computes zone-aware times wrongly across these changes, which
+  is why the mapping is done here, on naive times, which every version computes alike.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from queuectl.errors import InvalidInput
+
+#: The cron aliases accepted (croniter reads each; @reboot has no slots).
+ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+#: How far daylight-saving changes move wall time against UTC, at most (2 h: the double summer time of
+#: the 1940s; 1 h today). Candidates are looked for this far before and after a wall time.
+MAX_SHIFT = timedelta(hours=2)
+#: Names: as queue names (letters, digits, ._-), so that `NAME@TIME` is a valid job id.
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def check_name(name) -> str:
+    """Return `name` if it is a valid schedule name; raises InvalidInput."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidInput(f"schedule names are 1-64 characters of letters, digits and ._-, got {name!r}")
+    return name
+
+
+def local_zone() -> str:
+    """The IANA name of this host's time zone: $TZ if it names one, else /etc/localtime's target
+    (.../zoneinfo/Europe/Berlin), else /etc/timezone (Debian), else "UTC"."""
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    try:
+        target = os.path.realpath("/etc/localtime")
+        if "/zoneinfo/" in target:
+            candidates.append(target.split("/zoneinfo/", 1)[1])
+    except OSError:
+        pass
+    try:
+        with open("/etc/timezone", encoding="utf-8") as f:
+            candidates.append(f.read().strip())
+    except OSError:
+        pass
+    for name in candidates:
+        if name and _zone_or_none(name) is not None:
+            return name
+    return "UTC"
+
+
+def _zone_or_none(name: str) -> ZoneInfo | None:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
+def check_zone(name: str) -> ZoneInfo:
+    """Return the zone called `name` (an IANA name such as Europe/Berlin, or UTC); raises InvalidInput."""
+    zone = _zone_or_none(name) if isinstance(name, str) and name and not name.startswith("/") else None
+    if zone is None:
+        raise InvalidInput(f"unknown time zone {name!r}: give an IANA name such as Europe/Berlin or UTC"
+                           " (timedatectl list-timezones lists them)")
+    return zone
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When a schedule's slots fall: `kind` "cron" (`expr` a cron expression, in `zone`) or "every"
+    (`expr` the interval in whole seconds, as text). `text` is the rule as a user gives it."""
+
+    kind: str
+    expr: str
+    zone: str
+
+    @property
+    def text(self) -> str:
+        if self.kind == "every":
+            from queuectl.settings import format_duration
+
+            return f"every {format_duration(float(self.expr))}"
+        return self.expr
+
+    def next_after(self, t: float) -> float:
+        """The first slot later than `t` (Unix seconds); raises InvalidInput if there is none."""
+        if self.kind == "every":
+            period = int(self.expr)
+            return float((int(t // period) + 1) * period)
+        return _nearest_cron(self.expr, ZoneInfo(self.zone), t, forward=True)
+
+    def last_until(self, t: float) -> float:
+        """The last slot at or before `t` (Unix seconds); raises InvalidInput if there is none."""
+        if self.kind == "every":
+            period = int(self.expr)
+            return float(int(t // period) * period)
+        return _nearest_cron(self.expr, ZoneInfo(self.zone), t, forward=False)
+
+    def local(self, t: float) -> str:
+        """Instant `t` as ISO 8601 wall time with its offset, in the schedule's zone."""
+        return datetime.fromtimestamp(t, ZoneInfo(self.zone)).isoformat()
+
+
+def parse_rule(cron: str | None, every: str | None, zone: str | None) -> Rule:
+    """The rule of `--cron EXPR` or `--every DURATION` in `zone` (None: this host's, local_zone).
+
+    Raises InvalidInput naming the problem: both or neither given, a cron expression croniter
+    refuses or that never matches (30 February), an interval that is not a whole number of
+    seconds of at least 1, an unknown zone.
+    """
+    from croniter import croniter
+
+    if (cron is None) == (every is None):
+        raise InvalidInput("give --cron EXPR or --every DURATION (one of them)")
+    zone = local_zone() if zone is None else zone
+    check_zone(zone)
+    if every is not None:
+        from queuectl.settings import parse_duration
+
+        seconds = parse_duration(every, "--every")
+        if seconds is None or seconds < 1 or not float(seconds).is_integer():
+            raise InvalidInput(f"--every must be a whole number of seconds of at least 1s (such as 30s, 5m or 1h),"
+                               f" got {every!r}")
+        return Rule("every", str(int(seconds)), zone)
+    expr = " ".join(cron.split())
+    if expr.startswith("@"):
+        if expr.lower() not in ALIASES:
+            raise InvalidInput(f"unknown cron alias {expr!r}; known: {', '.join(ALIASES)}")
+        expr = expr.lower()
+    elif len(expr.split()) != 5:
+        raise InvalidInput(f"a cron expression has five fields (minute hour day-of-month month day-of-week),"
+                           f" got {cron!r}")
+    try:
+        croniter(expr, datetime(2000, 1, 1))
+    except (ValueError, KeyError) as e:  # croniter's errors are ValueErrors
+        raise InvalidInput(f"not a valid cron expression {cron!r}: {e}") from None
+    rule = Rule("cron", expr, zone)
+    rule.next_after(datetime.now(timezone.utc).timestamp())  # one that never matches (30 February) fails here
+    return rule
+
+
+def _hour_is_wildcard(expr: str) -> bool:
+    return expr.startswith("@hourly") or (not expr.startswith("@") and expr.split()[1].startswith("*"))
+
+
+def _instants(wall: datetime, zone: ZoneInfo, twice: bool) -> list[float]:
+    """The instants of naive wall time `wall` in `zone`, by the module's rules."""
+    first = wall.replace(tzinfo=zone, fold=0).timestamp()
+    second = wall.replace(tzinfo=zone, fold=1).timestamp()
+    return [first, second] if second > first and twice else [first]  # second > first: a repeated wall time
+
+
+def _nearest_cron(expr: str, zone: ZoneInfo, t: float, forward: bool) -> float:
+    """The first instant later than `t` (forward) or the last at or before it whose wall time in `zone`
+    matches `expr`, by the module's rules. croniter walks naive wall times; from MAX_SHIFT before
+    (after) `t`'s wall time, until a wall time 2 x MAX_SHIFT past the best instant's, which no later
+    (earlier) wall time can beat."""
+    from croniter import CroniterBadDateError, croniter
+
+    twice = _hour_is_wildcard(expr)
+    wall_t = datetime.fromtimestamp(t, zone).replace(tzinfo=None)
+    it = croniter(expr, wall_t - MAX_SHIFT if forward else wall_t + MAX_SHIFT + timedelta(seconds=1))
+    step = it.get_next if forward else it.get_prev
+    best, best_wall = None, None
+    try:
+        for _ in range(100_000):
+            wall = step(datetime)
+            if best_wall is not None and abs(wall - best_wall) > 2 * MAX_SHIFT:
+                return best
+            for at in _instants(wall, zone, twice):
+                if (at > t if forward else at <= t) and (best is None or (at < best if forward else at > best)):
+                    best, best_wall = at, wall
+    except CroniterBadDateError:
+        pass
+    raise InvalidInput(f"the cron expression {expr!r} never matches a date")
+
+
+def slot_id(name: str, slot: float) -> str:
+    """The job id of schedule `name`'s run for `slot`: NAME@YYYY-MM-DDTHH:MM:SSZ (UTC)."""
+    return f"{name}@{datetime.fromtimestamp(slot, timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}"

@@ -1,0 +1,130 @@
+"""Queue limits in the store: set, list, and claims that keep them (a part of SqlStore).
+
+A limit lives in the queue's row of `queues`, beside its pause. Claims keep it inside the
+claim transaction: the limited queues' rows are read FOR UPDATE (PostgreSQL; SQLite's write
+transaction excludes every other writer already), so two claims of one limited queue run one
+after the other, and the second counts what the first claimed. Then:
+
+- concurrency N: the queue's processing jobs (claimed ones not yet started included) number
+  at most N. A job recovered from a dead worker, given back or ended frees its place.
+- rate COUNT/WINDOW: the queue's claims in the last WINDOW seconds (on the store's clock,
+  kept in queue_starts) number at most COUNT. A job starts within milliseconds of its claim;
+  so that the starts themselves also keep the limit, the window is taken RATE_SLACK seconds
+  longer.
+- A limited queue's jobs are claimed only for the worker's free slots, never ahead into its
+  reserve, where they would hold a place without running.
+- The other queues are claimed as ever: a full limited queue never holds them back.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from queuectl.clock import Instant, instant
+from queuectl.models import QueueLimit
+
+#: Seconds added to a rate limit's window (see the module).
+RATE_SLACK = 0.5
+#: A limited queue: the WHERE of queues rows that hold a limit.
+LIMITED = "(concurrency IS NOT NULL OR rate_count IS NOT NULL)"
+#: The count of a queue's processing jobs (parameter: the queue).
+_PROCESSING = "SELECT count(*) FROM jobs WHERE queue = ? AND state = 'processing'"
+#: Unchanged: what set_limit takes as "not given".
+UNCHANGED = object()
+
+
+class LimitStore:
+    """SqlStore's limit operations (see the module); uses SqlStore's _write, _errors, _notify, c,
+    FOR_UPDATE, SKIP_LOCKED, READY_INDEX and _ready_filter."""
+
+    #: The limited queues the last claim of this store saw (a worker claims again at once when a job of
+    #: one of them ends, rather than after its poll: the place that job held is free).
+    limited: frozenset[str] = frozenset()
+
+    def set_limit(self, queue: str, now: Instant | float, concurrency=UNCHANGED, rate=UNCHANGED) -> QueueLimit:
+        """Set or clear the limits of `queue`; return them as they are now.
+
+        `concurrency`: an int >= 1, or None to clear it; `rate`: (count >= 1, window seconds > 0),
+        or None to clear it; UNCHANGED leaves either as it is. Workers are woken (a limit raised or
+        cleared lets them claim more). Raises InvalidInput for values out of range.
+        """
+        from queuectl.errors import InvalidInput
+
+        if concurrency is not UNCHANGED and concurrency is not None and concurrency < 1:
+            raise InvalidInput(f"--concurrency must be at least 1, got {concurrency}")
+        if rate is not UNCHANGED and rate is not None and (rate[0] < 1 or not rate[1] > 0):
+            raise InvalidInput("--rate needs a count of at least 1 and a window longer than 0s")
+        now = instant(now)
+        with self._write() as c:
+            row = c.execute(f"SELECT concurrency, rate_count, rate_window FROM queues WHERE name = ?{self.FOR_UPDATE}",
+                            (queue,)).fetchone()
+            old = (row["concurrency"], row["rate_count"], row["rate_window"]) if row else (None, None, None)
+            new_c = old[0] if concurrency is UNCHANGED else concurrency
+            new_r = old[1:] if rate is UNCHANGED else (rate or (None, None))
+            c.execute("INSERT INTO queues (name, paused_at, concurrency, rate_count, rate_window)"
+                      " VALUES (?, NULL, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency,"
+                      " rate_count = excluded.rate_count, rate_window = excluded.rate_window",
+                      (queue, new_c, *new_r))
+            c.execute(f"DELETE FROM queues WHERE name = ? AND paused_at IS NULL AND NOT {LIMITED}", (queue,))
+            if new_r[0] is None:
+                c.execute("DELETE FROM queue_starts WHERE queue = ?", (queue,))
+            self._notify(c)
+            processing = c.execute(_PROCESSING, (queue,)).fetchone()[0]
+        return QueueLimit(queue, new_c, new_r[0], new_r[1], processing)
+
+    def queue_limits(self) -> list[QueueLimit]:
+        """Every queue's limits, by queue name, with how many of its jobs are processing now."""
+        with self._errors():
+            return [QueueLimit(r["name"], r["concurrency"], r["rate_count"], r["rate_window"], r["processing"])
+                    for r in self.c.execute(
+                        "SELECT name, concurrency, rate_count, rate_window, (SELECT count(*) FROM jobs j"
+                        f" WHERE j.queue = q.name AND j.state = 'processing') AS processing FROM queues q"
+                        f" WHERE {LIMITED} ORDER BY name")]
+
+    def _limits_for_claim(self, c, queues: Sequence[str]) -> list:
+        """The limited queues a claim from `queues` (empty: every queue) may take from, locked (FOR UPDATE)."""
+        where = LIMITED + (f" AND name IN ({', '.join('?' * len(queues))})" if queues else "")
+        rows = c.execute(f"SELECT name, concurrency, rate_count, rate_window FROM queues WHERE {where}"
+                         f" ORDER BY name{self.FOR_UPDATE}", list(queues)).fetchall()
+        self.limited = frozenset(r["name"] for r in rows)
+        return rows
+
+    def _claim_within_limits(self, c, worker_id: int, queues: Sequence[str], limit: int, free: int, limits: list,
+                             now: Instant) -> list:
+        """Claim up to `limit` ready jobs, of the limited queues (`limits`, from _limits_for_claim) no more than
+        each allows and `free`; return the claimed rows (claim order is the caller's to restore)."""
+        allowed: dict[str, int] = {}
+        for r in limits:
+            room = free
+            if r["concurrency"] is not None:
+                room = min(room, r["concurrency"] - c.execute(_PROCESSING, (r["name"],)).fetchone()[0])
+            if r["rate_count"] is not None:
+                since = now.wall - r["rate_window"] - RATE_SLACK
+                c.execute("DELETE FROM queue_starts WHERE queue = ? AND at <= ?", (r["name"], since))
+                room = min(room, r["rate_count"] - c.execute("SELECT count(*) FROM queue_starts WHERE queue = ?",
+                                                             (r["name"],)).fetchone()[0])
+            allowed[r["name"]] = max(0, room)
+        where, params = self._ready_filter(queues, now)
+        pick = (f"SELECT seq, priority, run_at, queue FROM jobs {self.READY_INDEX} WHERE {where} AND {{}}"
+                f" ORDER BY priority DESC, run_at, seq LIMIT ?{self.SKIP_LOCKED}")
+        names = list(allowed)
+        picked = c.execute(pick.format(f"queue NOT IN ({', '.join('?' * len(names))})"),
+                           (*params, *names, limit)).fetchall()
+        for name, room in allowed.items():
+            if room > 0:
+                picked += c.execute(pick.format("queue = ?"), (*params, name, min(room, limit))).fetchall()
+        picked = sorted(picked, key=lambda r: (-r["priority"], r["run_at"], r["seq"]))[:limit]
+        if not picked:
+            return []
+        from queuectl.store.sql import _JOB_COLUMNS
+
+        rows = c.execute(
+            "UPDATE jobs SET state = 'processing', worker_id = ?, started_at = NULL, updated_at = ?, finished_at = NULL,"
+            f" exit_code = NULL, pgid = NULL WHERE seq IN ({', '.join('?' * len(picked))}) RETURNING {_JOB_COLUMNS}",
+            (worker_id, now.wall, *(r["seq"] for r in picked))).fetchall()
+        rated = {r["name"] for r in limits if r["rate_count"] is not None}
+        starts = [(r["queue"], now.wall) for r in picked if r["queue"] in rated]
+        if starts:
+            c.executemany("INSERT INTO queue_starts (queue, at) VALUES (?, ?)", starts)
+        return rows
+
