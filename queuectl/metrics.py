@@ -62,6 +62,29 @@ def render(snapshot: Snapshot) -> str:
     for q in queues:
         out.sample(1 if q in paused else 0, queue=q)
 
+    limits = snapshot.limits
+    out.family("queuectl_queue_concurrency_limit", "gauge",
+               "The most jobs of the queue processing at once (queuectl limit --concurrency); only limited queues.")
+    for q in sorted(q for q in limits if limits[q].concurrency is not None):
+        out.sample(limits[q].concurrency, queue=q)
+    out.family("queuectl_queue_rate_limit", "gauge",
+               "The most job starts of the queue per window (queuectl limit --rate), by window in seconds.")
+    for q in sorted(q for q in limits if limits[q].rate_count is not None):
+        out.sample(limits[q].rate_count, queue=q, window_seconds=_number(limits[q].rate_window))
+
+    out.family("queuectl_schedule_last_fire_timestamp_seconds", "gauge",
+               "When each schedule last enqueued a run, Unix seconds (0 if never).")
+    for sch in snapshot.schedules:
+        out.sample(round(sch.fired_at or 0, 3), schedule=sch.name)
+    out.family("queuectl_schedule_next_run_timestamp_seconds", "gauge",
+               "Each schedule's next slot, Unix seconds (0 while paused).")
+    for sch in snapshot.schedules:
+        out.sample(0 if sch.paused_at else sch.next_at, schedule=sch.name)
+    out.family("queuectl_schedule_skipped_total", "counter",
+               "Slots each schedule skipped because its previous run had not ended (overlap skip).")
+    for sch in snapshot.schedules:
+        out.sample(sch.skipped, schedule=sch.name)
+
     states = [w.state for w in snapshot.workers]
     out.family("queuectl_workers", "gauge", "Registered workers, by state.")
     for state in WORKER_STATES:

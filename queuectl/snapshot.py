@@ -13,7 +13,7 @@ from typing import Any
 
 from queuectl.clock import Instant
 from queuectl.errors import InvalidConfig
-from queuectl.models import JobState, WorkerInfo
+from queuectl.models import JobState, QueueLimit, Schedule, WorkerInfo
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class Snapshot:
     - `workers`: every registered worker, by name.
     - `settings`: every setting's value in force by canonical key (durations in seconds, None for
       forever); the defaults where a stored value is broken, so that reports still report.
+    - `limits`: {queue: QueueLimit} of the limited queues, by name.
+    - `schedules`: every Schedule, by name.
     """
 
     now: Instant
@@ -54,6 +56,8 @@ class Snapshot:
     oldest_ready: dict[str, float]
     workers: tuple[WorkerStatus, ...]
     settings: dict[str, Any]
+    limits: dict[str, QueueLimit]
+    schedules: tuple[Schedule, ...]
 
     @property
     def totals(self) -> dict[str, int]:
@@ -87,4 +91,6 @@ def take(store) -> Snapshot:
     now = store.now()
     judged = tuple(WorkerStatus(w, worker_state(w, now, settings["stale-after"]), heartbeat_age(w, now))
                    for w in workers)
-    return Snapshot(now, counts, runs, paused, store.oldest_ready(now), judged, settings)
+    limits = {q.queue: q for q in store.queue_limits()}
+    return Snapshot(now, counts, runs, paused, store.oldest_ready(now), judged, settings, limits,
+                    tuple(store.schedules()))

@@ -243,7 +243,7 @@ def logs(app, job_id, follow, as_json):
 @json_option
 @pass_app
 def status(app, as_json):
-    """Show job counts by state and queue, the idempotency keys held, and the active workers.
+    """Show job counts by state and queue (with their limits), the schedules, the keys held, and the workers.
 
     \b
     Example:
@@ -263,6 +263,8 @@ def status(app, as_json):
                     "keys": [{"key": k, "id": job_id, "state": state.value} for k, job_id, state in keys],
                     "keys_held": keys_held,
                     "paused": {q: iso(t) for q, t in paused.items()},
+                    "limits": {q: lim.text for q, lim in snap.limits.items()},
+                    "schedules": [sch.to_dict() for sch in snap.schedules],
                     "oldest_ready_age": {q: round(a, 3) for q, a in oldest.items()},
                     "retention": snap.retention,
                     "workers": [w.info.to_dict(w.heartbeat_age, w.state) for w in snap.workers],
@@ -272,13 +274,20 @@ def status(app, as_json):
         return
     click.echo("Jobs")
     print_table(["STATE", "COUNT"], [[s, n] for s, n in snap.totals.items()])
-    if len(counts) > 1 or paused or oldest:
+    limits = snap.limits
+    if len(counts) > 1 or paused or oldest or limits:
         click.echo("\nQueues")
-        names = sorted({*counts, *paused})
+        names = sorted({*counts, *paused, *limits})
         zero = dict.fromkeys((s.value for s in JobState), 0)
-        print_table(["QUEUE", *[s.value.upper() for s in JobState], "OLDEST READY", "PAUSED"],
+        print_table(["QUEUE", *[s.value.upper() for s in JobState], "OLDEST READY", "PAUSED", "LIMIT"],
                     [[q, *counts.get(q, zero).values(), f"{oldest[q]:.1f}s" if q in oldest else "-",
-                      "yes" if q in paused else "-"] for q in names])
+                      "yes" if q in paused else "-", limits[q].text if q in limits else "-"] for q in names])
+    if snap.schedules:
+        click.echo(f"\nSchedules ({len(snap.schedules)})")
+        print_table(["NAME", "RULE", "NEXT RUN", "LAST RUN", "LAST STATE", "SKIPPED"],
+                    [[sch.name, sch.rule.text, "paused" if sch.paused_at else sch.rule.local(sch.next_at),
+                      sch.last_job or "-", sch.last_state.value if sch.last_state else "-", sch.skipped]
+                     for sch in snap.schedules])
     if keys:
         click.echo(f"\nKeys held ({keys_held})")
         print_table(["KEY", "JOB", "STATE"], [[k, job_id, state.value] for k, job_id, state in keys])

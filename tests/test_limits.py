@@ -1,0 +1,189 @@
+"""Queue limits (`queuectl limit`), on SQLite and PostgreSQL: concurrency and rate limits kept inside the
+claim transaction, race-free between workers claiming at once, never holding other queues back;
+recovery frees a place; bad input is one line, exit 2, nothing stored."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from conftest import assert_error, snapshot
+from queuectl.clock import Instant
+from queuectl.store import Exchange, open_store
+from queuectl.store.limits import RATE_SLACK
+from storeops import claim, finish
+from test_store import NOW, add, ok, register
+
+
+@pytest.fixture
+def db(backend_db):
+    return backend_db
+
+
+def at(wall: float) -> Instant:
+    return Instant(wall, wall, "test-boot")
+
+
+def fill(store, queue, n, **fields):
+    return [add(store, id=f"{queue}-{i}", queue=queue, **fields) for i in range(n)]
+
+
+def processing(store, queue) -> int:
+    return store.counts().get(queue, {}).get("processing", 0)
+
+
+def test_a_concurrency_limit_caps_claims_and_other_queues_fill_the_rest(store):
+    fill(store, "build", 6)
+    fill(store, "other", 4)
+    store.set_limit("build", at(NOW), concurrency=2)
+    w1, w2 = register(store, "w1", slots=4), register(store, "w2", slots=4)
+    got = {j.id for j in claim(store, w1, [], 4, NOW)}
+    assert got == {"build-0", "build-1", "other-0", "other-1"}  # no head-of-line blocking
+    assert {j.queue for j in claim(store, w2, [], 4, NOW)} == {"other"}  # build is full
+    assert claim(store, w2, ["build"], 4, NOW) == []
+    finish(store, w1, [ok("build-0")], NOW)
+    assert [j.id for j in claim(store, w2, [], 4, NOW)] == ["build-2"]  # the place it freed
+    assert processing(store, "build") == 2
+
+
+def test_priorities_order_the_claims_within_a_limited_queue(store):
+    add(store, id="low", queue="build", priority=0)
+    add(store, id="high", queue="build", priority=5)
+    add(store, id="mid", queue="build", priority=3)
+    store.set_limit("build", at(NOW), concurrency=2)
+    w = register(store, slots=3)
+    assert [j.id for j in claim(store, w, [], 3, NOW)] == ["high", "mid"]
+
+
+def test_limited_queues_are_claimed_for_free_slots_only(store):
+    fill(store, "build", 5)
+    fill(store, "other", 5)
+    store.set_limit("build", at(NOW), concurrency=3)
+    w = register(store, slots=2)
+    _, jobs = store.exchange(w, Exchange(claim=8, free=1), [], NOW)  # 1 slot free, 7 claimed ahead
+    assert sorted(j.queue for j in jobs).count("build") == 1 and len(jobs) == 6
+    assert store.limited == frozenset({"build"})
+
+
+def test_a_recovered_job_frees_its_place(store):
+    fill(store, "build", 3)
+    store.set_limit("build", at(NOW), concurrency=1)
+    dead, alive = register(store, "dead"), register(store, "alive")
+    assert len(claim(store, dead, [], 1, NOW)) == 1
+    assert claim(store, alive, [], 1, NOW) == []
+    store.recover(dead, store.worker_by_name("dead").seen, NOW)
+    assert len(claim(store, alive, [], 1, NOW)) == 1
+
+
+def test_a_rate_limit_holds_in_every_window_of_its_length(store):
+    fill(store, "mail", 20)
+    store.set_limit("mail", at(NOW), rate=(5, 2.0))
+    w = register(store, slots=20)
+    starts = []
+    t = NOW
+    while len(starts) < 20 and t < NOW + 30:
+        starts += [t] * len(claim(store, w, [], 20, t))
+        t += 0.1
+    assert len(starts) == 20
+    for s in starts:  # no window of 2 s (plus the slack for the claim-to-start delay) holds more than 5
+        assert sum(s <= u < s + 2.0 + RATE_SLACK for u in starts) <= 5
+    assert starts[5] - starts[0] == pytest.approx(2.0 + RATE_SLACK + 0.1, abs=0.11)  # and the next five come then
+
+
+def test_concurrent_claims_keep_the_limit(store, db):
+    """Workers that claim at the same moment, each on its connection, take 2 places in all, round after round."""
+    fill(store, "build", 40)
+    store.set_limit("build", at(NOW), concurrency=2)
+    ids = [register(store, f"w{i}", slots=2) for i in range(4)]
+    for _ in range(5):
+        barrier, got, errors = threading.Barrier(4), [], []
+
+        def claimer(worker_id):
+            try:
+                with open_store(db) as s:
+                    barrier.wait()
+                    got.extend((worker_id, j.id) for j in claim(s, worker_id, [], 2, NOW))
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=claimer, args=(w,)) for w in ids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and len(got) == 2, got
+        for worker_id, job_id in got:
+            finish(store, worker_id, [ok(job_id)], NOW)
+    assert store.counts()["build"] == {"completed": 10, "pending": 30}
+
+
+def test_the_one_statement_exchange_keeps_limits_too(store):
+    """A worker's usual exchange (ends recorded and a claim, all successes): one statement on PostgreSQL,
+    which hands the claim to the limited path while a limit is in force."""
+    fill(store, "build", 4)
+    store.set_limit("build", at(NOW), concurrency=1)
+    w = register(store, slots=4)
+    (first,) = claim(store, w, [], 4, NOW)
+    states, jobs = store.exchange(w, Exchange(ended=[ok(first.id)], claim=4), [], NOW)
+    assert [s.value for s in states] == ["completed"] and len(jobs) == 1
+    _, jobs2 = store.exchange(w, Exchange(claim=4), [], NOW)
+    assert jobs2 == []
+    store.set_limit("build", at(NOW), concurrency=None)
+    assert store.limited == frozenset({"build"})  # as the last claim saw it
+    _, jobs3 = store.exchange(w, Exchange(claim=4), [], NOW)
+    assert len(jobs3) == 2 and store.limited == frozenset()
+
+
+def test_limits_survive_pause_and_resume_and_clear_leaves_pause(store):
+    store.set_limit("build", at(NOW), concurrency=2, rate=(30, 60.0))
+    store.set_paused(["build"], True, NOW)
+    store.set_paused(["build"], False, NOW)
+    (lim,) = store.queue_limits()
+    assert (lim.queue, lim.concurrency, lim.rate_count, lim.rate_window, lim.text) == (
+        "build", 2, 30, 60.0, "concurrency 2, rate 30/1m")
+    store.set_paused(["build"], True, NOW)
+    store.set_limit("build", at(NOW), concurrency=None, rate=None)
+    assert store.queue_limits() == [] and list(store.paused_queues()) == ["build"]
+
+
+# -- the command line -----------------------------------------------------------------------------------
+
+
+def test_limit_sets_lists_and_clears(run_cli):
+    r = run_cli("limit", "build", "--concurrency", "2")
+    assert (r.exit_code, r.stdout) == (0, "build: concurrency 2\n")
+    r = run_cli("limit", "mail", "--rate", "30/1m")
+    assert (r.exit_code, r.stdout) == (0, "mail: rate 30/1m\n")
+    assert run_cli.json("limit") == [
+        {"queue": "build", "concurrency": 2, "rate": None, "processing": 0},
+        {"queue": "mail", "concurrency": None, "rate": {"count": 30, "window_seconds": 60.0}, "processing": 0}]
+    lines = run_cli("limit").stdout.splitlines()
+    assert lines[0].split() == ["QUEUE", "CONCURRENCY", "RATE", "PROCESSING"] and lines[2].split() == [
+        "mail", "-", "30/1m", "0"]
+    assert run_cli("limit", "mail").stdout.splitlines()[1].split()[0] == "mail"
+    status = run_cli.json("status")
+    assert status["limits"] == {"build": "concurrency 2", "mail": "rate 30/1m"}
+    assert "LIMIT" in run_cli("status").stdout
+    r = run_cli("limit", "build", "--clear")
+    assert (r.exit_code, r.stdout) == (0, "build: no limits\n")
+    assert [q["queue"] for q in run_cli.json("limit")] == ["mail"]
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["q", "--concurrency", "0"], "at least 1"),
+    (["q", "--concurrency", "-1"], "at least 1"),
+    (["q", "--concurrency", "two"], "not a valid integer"),
+    (["q", "--rate", "5"], "COUNT/DURATION"),
+    (["q", "--rate", "5/0s"], "COUNT/DURATION"),
+    (["q", "--rate", "0/1m"], "COUNT/DURATION"),
+    (["q", "--rate", "5/soon"], "--rate's window"),
+    (["q", "--clear", "--concurrency", "1"], "--clear alone"),
+    (["--concurrency", "1"], "give the QUEUE"),
+    (["bad queue", "--concurrency", "1"], "queue names"),
+])
+def test_bad_limits_exit_2_and_store_nothing(run_cli, db, args, fragment):
+    run_cli("limit", "keep", "--concurrency", "3")
+    before = snapshot(db)
+    assert_error(run_cli("limit", *args), 2, fragment)
+    assert snapshot(db) == before
