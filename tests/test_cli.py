@@ -380,7 +380,7 @@ def test_status(run_cli, populated):
     assert 0 <= w["heartbeat_age"] < 60
     text = ok(run_cli("status"))
     assert re.search(r"^pending\s+2$", text, re.M) and re.search(r"^dead\s+1$", text, re.M)
-    assert re.search(r"^build\s+1\s+1\s+0\s+0\s+1\s+0\s+0\s+\S+\s+-$", text, re.M)
+    assert re.search(r"^build\s+1\s+1\s+0\s+0\s+1\s+0\s+0\s+\S+\s+-\s+-$", text, re.M)
     assert "Retention: completed 1d, cancelled 1d, dead 7d" in text
     assert "Workers (1)" in text and re.search(r"^w1\s+running\s+4242\s+testhost\s+1/4\s+\S+s\s+r1$", text, re.M)
 
@@ -388,7 +388,8 @@ def test_status(run_cli, populated):
 def test_status_of_empty_database(run_cli):
     # no systemd runs here (PID 1 is not systemd), so no worker units are listed
     assert json_only(run_cli("status", "--json")) == {
-        "jobs": dict.fromkeys(STATES, 0), "queues": {}, "keys": [], "keys_held": 0, "paused": {}, "oldest_ready_age": {},
+        "jobs": dict.fromkeys(STATES, 0), "queues": {}, "keys": [], "keys_held": 0, "paused": {}, "limits": {},
+        "schedules": [], "oldest_ready_age": {},
         "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}, "workers": [], "units": []}
     text = ok(run_cli("status"))
     assert "Workers (0)" in text and "Queues" not in text
@@ -923,7 +924,7 @@ def test_pause_and_resume(run_cli, db, populated):
     assert ok(run_cli("pause", "build")) == "build: already paused\n"
     s = json_only(run_cli("status", "--json"))
     assert sorted(s["paused"]) == ["build", "later"]
-    assert re.search(r"^build\s.*\syes$", ok(run_cli("status")), re.M)
+    assert re.search(r"^build\s.*\syes\s+-$", ok(run_cli("status")), re.M)
     ok(run_cli("enqueue", '{"id":"np","command":"true","queue":"build"}'))  # enqueue still works
     r = run_cli("worker", "start", "--burst", "--queue", "build")  # only paused work: exits at once
     assert r.exit_code == 0 and json_only(run_cli("show", "np", "--json"))["state"] == "pending"

@@ -42,7 +42,7 @@ from system.container import Container, boot_all, debian_python_missing, install
 TIER = "multihost"
 HOST_NAMES = ("host-a", "host-b")
 QUEUECTL = "/usr/local/bin/queuectl"  # the launcher inside each host
-PYTHON_MODULES = ("click", "sdnotify", "daemon", "psycopg")
+PYTHON_MODULES = ("click", "sdnotify", "daemon", "croniter", "psycopg")
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 #: Liveness settings for tests that wait for a recovery: a lost worker's jobs come back 6 s after its last sign.
 FAST_LIVENESS = {"heartbeat-interval": "1", "stale-after": "6", "poll-interval": "0.2"}

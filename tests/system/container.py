@@ -42,7 +42,7 @@ def missing_prerequisites() -> str | None:
     return None
 
 
-def debian_python_missing(modules: Sequence[str] = ("click", "sdnotify", "daemon")) -> str | None:
+def debian_python_missing(modules: Sequence[str] = ("click", "sdnotify", "daemon", "croniter")) -> str | None:
     """Return what Debian's python3 lacks to run queuectl from source (and import `modules`), or None."""
     probe = subprocess.run(["/usr/bin/python3", "-c", f"import {', '.join(modules)}"], capture_output=True)
     if probe.returncode != 0:
