@@ -294,6 +294,17 @@ def blocked(db: str, size: dict, empty_drain: float) -> dict:
     return {"blocked": size["blocked"], "drain_per_s": rate, "drain_ratio": empty_drain / rate}
 
 
+def limited(db: str, size: dict, empty_drain: float) -> dict:
+    """The drain (--count 2) of a queue with a concurrency and a rate limit in force that never bind (100 at
+    once, 100,000 a second) in the new queue `db`, as a ratio of times to the same without (`empty_drain`):
+    the cost of claims that keep limits."""
+    quiet_settings(db)
+    with open_store(db) as store:
+        store.set_limit("default", store.clock(), concurrency=100, rate=(100_000, 1.0))
+    rate = median_of(size["rounds"], lambda: drain_rate(db, size["drain"], 2))
+    return {"drain_per_s": rate, "drain_ratio": empty_drain / rate}
+
+
 # -- 6. retention -----------------------------------------------------------------------------------
 
 
@@ -457,6 +468,9 @@ def main() -> None:
         out["blocked"] = blocked(str(tmp / "blocked.db"), size, drains[2])
         if server:
             pg["blocked"] = blocked(server.create_database("blocked"), size, pg_drains[2])
+        out["limited"] = limited(str(tmp / "limited.db"), size, drains[2])
+        if server:
+            pg["limited"] = limited(server.create_database("limited"), size, pg_drains[2])
         out["retention"] = retention(tmp, size["retention"], size["keep"])
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     report(out)
@@ -488,6 +502,8 @@ def report(out: dict) -> None:
          " (target <= 1.2x)"),
         (f"drain with {out['blocked']['blocked']:,} blocked", f"{out['blocked']['drain_per_s']:.0f} jobs/s",
          f"{out['blocked']['drain_ratio']:.2f}x empty (target <= 1.05x)"),
+        ("drain with limits in force", f"{out['limited']['drain_per_s']:.0f} jobs/s",
+         f"{out['limited']['drain_ratio']:.2f}x without (target <= 1.10x)"),
         (f"{k['jobs']:,} jobs of 10 KB, keep-completed {k['keep_s']}s", f"largest {k['max_bytes_on'] / 2**20:.0f} MiB",
          f"{k['max_over_live']:.2f}x the live jobs' {k['live_bytes'] / 2**20:.0f} MiB; without retention"
          f" {k['max_bytes_off'] / 2**20:.0f} MiB"),
@@ -529,6 +545,8 @@ def postgres_rows(out: dict) -> list[tuple[str, str, str]]:
          f"{s['drain_ratio']:.2f}x empty (SQLite {ss['drain_ratio']:.2f}x)"),
         (f"pg: drain with {pg['blocked']['blocked']:,} blocked", f"{pg['blocked']['drain_per_s']:.0f} jobs/s",
          f"{pg['blocked']['drain_ratio']:.2f}x empty (SQLite {out['blocked']['drain_ratio']:.2f}x)"),
+        ("pg: drain with limits in force", f"{pg['limited']['drain_per_s']:.0f} jobs/s",
+         f"{pg['limited']['drain_ratio']:.2f}x without (SQLite {out['limited']['drain_ratio']:.2f}x)"),
         ("pg: status / list --limit 100, stored", f"{s['status_s'] * 1000:.0f} / {s['list_s'] * 1000:.0f} ms",
          f"{s['status_ratio']:.2f}x / {s['list_ratio']:.2f}x empty; {s['status_vs_sqlite']:.2f}x /"
          f" {s['list_vs_sqlite']:.2f}x SQLite's {ss['status_s'] * 1000:.0f} / {ss['list_s'] * 1000:.0f} ms"),

@@ -9,12 +9,13 @@ Unix seconds, whole seconds:
   host computes the same ones and `--every 5m` fires at :00, :05, ... of each hour.
 - A cron expression's fields are local wall time in the schedule's zone (IANA name, read
   with zoneinfo). croniter matches the fields on naive wall times; this module maps them to
-  instants itself, with these rules for daylight-saving changes (those of Debian's cron):
+  instants itself, with these rules for daylight-saving changes:
   - a wall time that does not exist (skipped when clocks go forward) runs as if the change
-    had not happened yet: 02:30 on a night that jumps from 02:00 to 03:00 runs at 03:30;
+    had not happened yet (zoneinfo's fold=0): 02:30 on a night that jumps from 02:00 to 03:00
+    runs at 03:30 (Debian's cron runs it at 03:00);
   - a wall time that happens twice (clocks go back) runs once, at its first occurrence,
     unless the hour field is a wildcard (`*`, `*/2`): such schedules keep their interval
-    through the repeated hour (an hourly job runs 25 times that day).
+    through the repeated hour (an hourly job runs 25 times that day), as Debian's cron does.
   Debian 12's croniter (1.3) computes zone-aware times wrongly across these changes, which
   is why the mapping is done here, on naive times, which every version computes alike.
 """

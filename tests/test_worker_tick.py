@@ -239,3 +239,46 @@ def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_wh
     log = "\n".join(worker_log)
     assert "result is dropped" not in log and "reply was lost: giving it back" in log
     assert store.run_counts() == {"default": {"completed": 20}}
+
+
+# -- schedules and limits ---------------------------------------------------------------------------
+
+
+def test_a_due_slot_is_fired_and_its_run_claimed_at_once_and_a_draining_worker_fires_nothing(store, clock, worker):
+    from queuectl.recurrence import parse_rule
+
+    wall = 1_000_000.0 + clock.t  # 1_001_000: a multiple of 10
+    store.add_schedule("tick", parse_rule(None, "10s", "UTC"), {"command": "true"}, "skip", wall)
+    wait = worker.tick()
+    assert store.list_jobs() == [] and wait <= 1.0  # it looks again within a second
+    clock.t += 10
+    worker.tick()  # fires the slot of wall + 10 ...
+    (job,) = store.list_jobs()
+    assert job.id == "tick@1970-01-12T14:03:30Z"
+    worker.tick()  # ... and claims it at the next turn, not at the next poll (poll-interval is 5 s)
+    assert state(store, job.id) == JobState.PROCESSING
+    end_one(worker)
+    worker.tick()
+    worker.request_stop(signal.SIGTERM)
+    clock.t += 10
+    worker.tick()
+    assert [j.id for j in store.list_jobs()] == [job.id]  # stopping: the next slot is left to other workers
+
+
+def test_a_job_of_a_limited_queue_that_ends_is_followed_by_a_claim_at_once(store, clock):
+    w = make_worker(store, clock, slots=2)
+    try:
+        store.set_limit("build", 1_000_000.0 + clock.t, concurrency=1)
+        for i in range(3):
+            add(store, id=f"b{i}", queue="build", command="sleep 0.05")
+        w.tick()
+        assert held_by(store, w) == 1  # one place, though two slots are free
+        w.tick()  # the queue had nothing more for it: no claim before the poll (5 s) ...
+        end_one(w)
+        w.tick()  # ... but the job that ended freed the place: the end's exchange claims again
+        assert [j.id for j in store.list_jobs(state=JobState.PROCESSING)] == ["b1"]
+    finally:
+        w.runner.stop_all(signal.SIGKILL)
+        while w.runner.running:
+            w.runner.wait(None)
+        w.runner.close()
