@@ -120,9 +120,7 @@ def pause(app, names):
     Example:
       queuectl schedule pause nightly
     """
-    names = list(dict.fromkeys(names))
-    store = app.store()
-    _each(names, store.set_schedules_paused(names, True, store.now()), "paused", "already paused")
+    _set_paused(app, names, True)
 
 
 @schedule.command()
@@ -135,7 +133,12 @@ def resume(app, names):
     Example:
       queuectl schedule resume nightly
     """
+    _set_paused(app, names, False)
+
+
+def _set_paused(app, names, paused: bool) -> None:
     names = list(dict.fromkeys(names))
     store = app.store()
-    _each(names, store.set_schedules_paused(names, False, store.now()), "resumed", "not paused")
+    _each(names, store.set_schedules_paused(names, paused, store.now()), *(
+        ("paused", "already paused") if paused else ("resumed", "not paused")))
 

@@ -100,6 +100,19 @@ def test_group_member_enqueues_and_reads_status_without_sudo(host):
     assert status["units"][0]["unit"] == "queuectl-worker@1.service"
 
 
+def test_schedules_run_on_the_packages_croniter_and_time_zones(host, deb):
+    c = host
+    depends = subprocess.run(["dpkg-deb", "-f", str(deb), "Depends"], capture_output=True, text=True).stdout
+    assert "python3-croniter" in depends and "tzdata" in depends, depends
+    r = q(c, "schedule", "add", "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", '{"command":"true"}',
+          user="alice")
+    assert re.fullmatch(r"nightly: 30 2 \* \* \* \(Europe/Berlin\); next run \S+T02:30:00\+0[12]:00\n", r.stdout), r.stdout
+    q(c, "schedule", "add", "tick", "--every", "1s", '{"command":"echo tick"}', user="alice")
+    until(lambda: any(s["last_state"] == "completed" for s in json.loads(q(c, "schedule", "list", "--json").stdout)),
+          "a run of the schedule, fired by the packaged worker, to complete")
+    q(c, "schedule", "rm", "tick", "nightly", user="alice")
+
+
 def test_a_user_outside_the_group_gets_one_clear_line(host):
     c = host
     c.run("useradd", "--create-home", "bob")
