@@ -5,7 +5,7 @@ arrives, a signal wakes it, or a timer (heartbeat, poll, a record's deadline) is
 then `tick` does what is due. The worker knows no SQL: every state change goes through the
 store, and the duties that are not running jobs live in rooms of their own: watching the
 other workers and recovering their jobs in queuectl.recovery, deleting expired jobs in
-queuectl.retention.
+queuectl.retention, firing schedules' due slots in queuectl.scheduler.
 
 The hot path (queuectl.store.base.Exchange): a worker's writes are batched into exchanges,
 one transaction each, that record every start, process group and end since the last one,
@@ -17,6 +17,8 @@ give back what it will not run, and claim as many jobs as it has room for. The r
   recorded. A job held in the reserve behind slots all busy with jobs running HOLD seconds or
   more is given back (released) at once: a long job never keeps another worker from the jobs
   behind it. Fairness: no worker holds more than slots + PREFETCH_PER_SLOT x slots jobs.
+  Jobs of a limited queue (queuectl.store.limits) are claimed for free slots alone; when one
+  ends, the worker claims again at once (its place in the limit is free), not at the next poll.
 - Records: an end is recorded at once, unless the worker is busy with short jobs; then within
   RECORD_WITHIN seconds (with the ends that come meanwhile). A start is recorded with the next
   exchange, at the latest RECORD_AFTER seconds after it, together with the job's process

@@ -11,6 +11,8 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import assert_error, snapshot
 from queuectl.clock import Instant
@@ -93,6 +95,24 @@ def test_last_until_mirrors_next_after_across_a_change():
         nxt = rule.next_after(t)
         assert rule.last_until(nxt) == nxt and rule.last_until(nxt - 1) <= t
         t = nxt
+
+
+FIELDS = (["*", "*/5", "0", "30", "0,30", "15-45/15"], ["*", "*/2", "2", "0-6", "1,13"], ["*", "1", "15", "*/10"],
+          ["*", "3", "10", "*/3"], ["*", "0", "1-5"])
+ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "America/Santiago"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.tuples(*(st.sampled_from(f) for f in FIELDS)), st.sampled_from(ZONES),
+       st.integers(min_value=1_577_836_800, max_value=1_893_456_000))  # 2020 to 2030
+def test_next_after_and_last_until_agree_and_leave_no_slot_between(fields, zone, t):
+    """For generated cron expressions, zones (with changes of 1 h, 30 min, and none) and instants: the next
+    slot is later, is a slot, and no slot lies between the instant and it."""
+    rule = parse_rule(" ".join(fields), None, zone)
+    nxt = rule.next_after(t)
+    assert nxt > t and nxt == int(nxt)
+    assert rule.last_until(nxt) == nxt
+    assert rule.last_until(nxt - 1) <= t
 
 
 def test_intervals_are_multiples_since_the_epoch_and_zones_do_not_move_them():
