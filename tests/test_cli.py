@@ -1024,6 +1024,28 @@ def test_metrics_parse_and_count(run_cli, db, populated, tmp_path):
     assert _parse_metrics(out.read_text())[("queuectl_jobs", (("queue", "build"), ("state", "dead")))] == 0
 
 
+def test_metrics_have_the_schedules_and_limits(run_cli, db):
+    ok(run_cli("limit", "build", "--concurrency", "2", "--rate", "30/1m"))
+    ok(run_cli("schedule", "add", "tick", "--every", "1s", '{"command":"true"}'))
+    ok(run_cli("schedule", "add", "idle", "--cron", "@yearly", '{"command":"true"}'))
+    ok(run_cli("schedule", "pause", "idle"))
+    with open_store(db) as s:
+        fired, _ = s.fire_schedules(s.now().wall + 2)
+        s.fire_schedules(s.now().wall + 3)  # the first run still pending: overlap skip
+    m = _parse_metrics(ok(run_cli("metrics")))
+    assert m[("queuectl_queue_concurrency_limit", (("queue", "build"),))] == 2
+    assert m[("queuectl_queue_rate_limit", (("queue", "build"), ("window_seconds", "60")))] == 30
+    assert m[("queuectl_schedule_last_fire_timestamp_seconds", (("schedule", "tick"),))] > 0
+    assert m[("queuectl_schedule_last_fire_timestamp_seconds", (("schedule", "idle"),))] == 0
+    assert m[("queuectl_schedule_next_run_timestamp_seconds", (("schedule", "idle"),))] == 0  # paused
+    assert m[("queuectl_schedule_skipped_total", (("schedule", "tick"),))] == 1
+    status = json_only(run_cli("status", "--json"))
+    assert [(x["name"], x["skipped"], x["last_state"]) for x in status["schedules"]] == [("idle", 0, None),
+                                                                                         ("tick", 1, "pending")]
+    text = ok(run_cli("status"))
+    assert "Schedules (2)" in text and re.search(r"^idle\s+@yearly\s+paused\s", text, re.M)
+
+
 def test_metrics_output_in_a_missing_directory(run_cli, db, populated, tmp_path):
     assert_error(run_cli("metrics", "--output", str(tmp_path / "nope" / "q.prom")), 2, "does not exist")
     assert_error(run_cli("metrics", "--output", ""), 2, "--output is empty")
