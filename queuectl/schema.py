@@ -123,6 +123,8 @@ CREATE INDEX schedules_due ON schedules (next_at) WHERE paused_at IS NULL;
 ALTER TABLE queues ADD COLUMN concurrency INT_T;        -- at most this many jobs processing at once
 ALTER TABLE queues ADD COLUMN rate_count INT_T;         -- at most rate_count claims ...
 ALTER TABLE queues ADD COLUMN rate_window REAL_T;       -- ... in any rate_window seconds
+-- Claims with limits in force read each queue's ready jobs apart (queuectl.store.limits).
+CREATE INDEX jobs_ready_queue ON jobs (queue, priority DESC, run_at, seq) WHERE state IN ('pending', 'failed');
 CREATE TABLE queue_starts (queue TEXT NOT NULL, at REAL_T NOT NULL);
 CREATE INDEX queue_starts_queue ON queue_starts (queue, at);
 """

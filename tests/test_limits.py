@@ -56,14 +56,18 @@ def test_priorities_order_the_claims_within_a_limited_queue(store):
     assert [j.id for j in claim(store, w, [], 3, NOW)] == ["high", "mid"]
 
 
-def test_limited_queues_are_claimed_for_free_slots_only(store):
-    fill(store, "build", 5)
+def test_claims_ahead_take_at_most_half_the_room_left_beyond_the_free_slots(store):
+    fill(store, "build", 20)
     fill(store, "other", 5)
-    store.set_limit("build", at(NOW), concurrency=3)
-    w = register(store, slots=2)
-    _, jobs = store.exchange(w, Exchange(claim=8, free=1), [], NOW)  # 1 slot free, 7 claimed ahead
-    assert sorted(j.queue for j in jobs).count("build") == 1 and len(jobs) == 6
+    store.set_limit("build", at(NOW), concurrency=7)
+    w, w2 = register(store, "w1", slots=2), register(store, "w2", slots=2)
+    _, jobs = store.exchange(w, Exchange(claim=12, free=1), [], NOW)  # 1 slot free, 11 claimed ahead
+    assert [j.queue for j in jobs].count("build") == 4 and len(jobs) == 9  # 1 + (7 - 1) // 2, and the others
     assert store.limited == frozenset({"build"})
+    _, jobs = store.exchange(w2, Exchange(claim=12, free=2), [], NOW)  # 3 places left: the free slots' 2 ...
+    assert [j.queue for j in jobs] == ["build", "build"]
+    assert [j.queue for j in claim(store, w2, [], 12, NOW)] == ["build"]  # ... and the last one
+    assert processing(store, "build") == 7
 
 
 def test_a_recovered_job_frees_its_place(store):

@@ -11,8 +11,12 @@ after the other, and the second counts what the first claimed. Then:
   kept in queue_starts) number at most COUNT. A job starts within milliseconds of its claim;
   so that the starts themselves also keep the limit, the window is taken RATE_SLACK seconds
   longer.
-- A limited queue's jobs are claimed only for the worker's free slots, never ahead into its
-  reserve, where they would hold a place without running.
+- Claiming ahead: a worker busy with short jobs claims jobs ahead of its free slots (its
+  reserve, queuectl.worker); a job so claimed holds a place before it runs. Of a limited
+  queue, a claim takes for the free slots what the limit allows, and ahead of them at most half
+  of the room left beyond that, so that the other workers always find room too. (A job waits
+  in a reserve milliseconds, not longer: a reserve behind slots busy with longer jobs is given
+  back at once.)
 - The other queues are claimed as ever: a full limited queue never holds them back.
 """
 
@@ -29,14 +33,18 @@ RATE_SLACK = 0.5
 LIMITED = "(concurrency IS NOT NULL OR rate_count IS NOT NULL)"
 #: The count of a queue's processing jobs (parameter: the queue).
 _PROCESSING = "SELECT count(*) FROM jobs WHERE queue = ? AND state = 'processing'"
+#: Pending and failed jobs: the WHERE of the jobs_ready_queue partial index.
+READY = "state IN ('pending', 'failed')"
 #: Unchanged: what set_limit takes as "not given".
 UNCHANGED = object()
 
 
 class LimitStore:
     """SqlStore's limit operations (see the module); uses SqlStore's _write, _errors, _notify, c,
-    FOR_UPDATE, SKIP_LOCKED, READY_INDEX and _ready_filter."""
+    FOR_UPDATE, READY_QUEUE_INDEX and _ready_filter; PostgreSQL overrides _pick_per_queue."""
 
+    #: The index hint of per-queue reads of ready jobs ("" where the planner needs none).
+    READY_QUEUE_INDEX = ""
     #: The limited queues the last claim of this store saw (a worker claims again at once when a job of
     #: one of them ends, rather than after its poll: the place that job held is free).
     limited: frozenset[str] = frozenset()
@@ -81,6 +89,20 @@ class LimitStore:
                         f" WHERE j.queue = q.name AND j.state = 'processing') AS processing FROM queues q"
                         f" WHERE {LIMITED} ORDER BY name")]
 
+    def _pick_per_queue(self, c, queues: Sequence[str], allowed: dict[str, int], limit: int, now: Instant) -> list:
+        """The first ready jobs (seq, priority, run_at, queue) of each queue of `queues` (empty: every queue) in
+        claim order, as many as `allowed` says for a limited queue and `limit` for the others, each queue
+        read by its own seek of the jobs_ready_queue index (a queue's backlog costs the others nothing).
+        PostgreSQL locks them FOR UPDATE SKIP LOCKED, in one statement."""
+        where, params = self._ready_filter((), now)
+        picked = []
+        for name in ready_queues(c, queues, self.READY_QUEUE_INDEX):
+            n = min(allowed.get(name, limit), limit)
+            if n > 0:
+                picked += c.execute(f"SELECT seq, priority, run_at, queue FROM jobs {self.READY_QUEUE_INDEX} WHERE queue = ?"
+                                    f" AND {where} ORDER BY priority DESC, run_at, seq LIMIT ?", (name, *params, n))
+        return picked
+
     def _limits_for_claim(self, c, queues: Sequence[str]) -> list:
         """The limited queues a claim from `queues` (empty: every queue) may take from, locked (FOR UPDATE)."""
         where = LIMITED + (f" AND name IN ({', '.join('?' * len(queues))})" if queues else "")
@@ -91,11 +113,12 @@ class LimitStore:
 
     def _claim_within_limits(self, c, worker_id: int, queues: Sequence[str], limit: int, free: int, limits: list,
                              now: Instant) -> list:
-        """Claim up to `limit` ready jobs, of the limited queues (`limits`, from _limits_for_claim) no more than
-        each allows and `free`; return the claimed rows (claim order is the caller's to restore)."""
+        """Claim up to `limit` ready jobs (`free` of them for free slots), of the limited queues (`limits`, from
+        _limits_for_claim) no more than `ahead` lets each; return the claimed rows (claim order is the
+        caller's to restore)."""
         allowed: dict[str, int] = {}
         for r in limits:
-            room = free
+            room = 1 << 62  # no bound but the limits'
             if r["concurrency"] is not None:
                 room = min(room, r["concurrency"] - c.execute(_PROCESSING, (r["name"],)).fetchone()[0])
             if r["rate_count"] is not None:
@@ -103,16 +126,8 @@ class LimitStore:
                 c.execute("DELETE FROM queue_starts WHERE queue = ? AND at <= ?", (r["name"], since))
                 room = min(room, r["rate_count"] - c.execute("SELECT count(*) FROM queue_starts WHERE queue = ?",
                                                              (r["name"],)).fetchone()[0])
-            allowed[r["name"]] = max(0, room)
-        where, params = self._ready_filter(queues, now)
-        pick = (f"SELECT seq, priority, run_at, queue FROM jobs {self.READY_INDEX} WHERE {where} AND {{}}"
-                f" ORDER BY priority DESC, run_at, seq LIMIT ?{self.SKIP_LOCKED}")
-        names = list(allowed)
-        picked = c.execute(pick.format(f"queue NOT IN ({', '.join('?' * len(names))})"),
-                           (*params, *names, limit)).fetchall()
-        for name, room in allowed.items():
-            if room > 0:
-                picked += c.execute(pick.format("queue = ?"), (*params, name, min(room, limit))).fetchall()
+            allowed[r["name"]] = min(ahead(max(0, room), free), limit)
+        picked = self._pick_per_queue(c, queues, allowed, limit, now)
         picked = sorted(picked, key=lambda r: (-r["priority"], r["run_at"], r["seq"]))[:limit]
         if not picked:
             return []
@@ -128,3 +143,22 @@ class LimitStore:
             c.executemany("INSERT INTO queue_starts (queue, at) VALUES (?, ?)", starts)
         return rows
 
+
+def ready_queues(c, queues: Sequence[str], hint: str = "") -> list[str]:
+    """The queues of `queues` (empty: every queue) that have pending or failed jobs, by name: a loose scan of the
+    jobs_ready_queue index (one seek per queue), not a read of the jobs."""
+    if queues:
+        return list(queues)
+    found, name = [], ""
+    while True:
+        name = c.execute(f"SELECT min(queue) FROM jobs {hint} WHERE {READY} AND queue > ?",
+                         (name,)).fetchone()[0]
+        if name is None:
+            return found
+        found.append(name)
+
+
+def ahead(room: int, free: int) -> int:
+    """How many jobs of a limited queue with `room` places left a claim for `free` free slots may take: the
+    free slots' share, and ahead of them at most half of the room beyond (see the module)."""
+    return room if room <= free else free + (room - free) // 2

@@ -77,6 +77,7 @@ class SqliteStore(SqlStore):
     # `||` makes text of two blobs; the cast takes its bytes back as a blob.
     CONCAT = "CAST(({0} || {1}) AS BLOB)"
     FINISHED_INDEX = "INDEXED BY jobs_finished"
+    READY_QUEUE_INDEX = "INDEXED BY jobs_ready_queue"
 
     def close(self) -> None:
         """Close the connection."""
