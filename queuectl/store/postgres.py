@@ -392,6 +392,16 @@ class PostgresStore(SqlStore):
         running = [r for r in ex.running if r.job_id not in ended_ids]
         release = [j for j in ex.release if j not in ended_ids and j not in {r.job_id for r in running}]
         where, params = self._ready_filter(queues, now)
+        limited = bool(self.limited) and ex.claim > 0  # a limit was in force at the last claim
+        if limited:  # the claim keeps the limits: claim_limited (postgres_schema.CLAIM_LIMITED)
+            claim_ctes = (f"claimed AS (SELECT {_RETURNED} FROM {SCHEMA}.claim_limited(?::bigint, ?::text[], ?::integer,"
+                          " ?::integer, ?::float8, ?::text, ?::float8, ?::float8, ?::text[]) j"
+                          " WHERE EXISTS (SELECT 1 FROM w))")
+            claim_params = (worker_id, list(queues), ex.claim, ex.claim if ex.free is None else ex.free, now.wall,
+                            now.domain, now.mono, RATE_SLACK, [*ended_ids, *release])
+        else:
+            claim_ctes = _claim_ctes(f"{where} AND EXISTS (SELECT 1 FROM w) AND NOT (SELECT limited FROM lim)")
+            claim_params = (*params, max(ex.claim, 0), worker_id, now.wall)
         sql = (
             f"WITH w AS (SELECT id FROM workers WHERE id = ?{self.FOR_SHARE}),"
             " run AS (UPDATE jobs j SET attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN u.inc ELSE 0 END,"
@@ -418,12 +428,10 @@ class PostgresStore(SqlStore):
             f" rel AS (UPDATE jobs j SET {_RELEASED}, updated_at = ?"
             " FROM w WHERE j.id = ANY(?::text[]) AND j.worker_id = w.id AND j.state = 'processing'"
             " AND j.started_at IS NULL),"
-            # The limited queues' rows, locked (held to the commit when this runs in _exchange_limited's
-            # transaction): claims of them run one after the other (queuectl.store.limits).
             f" lk AS (SELECT name FROM queues WHERE {LIMITED} AND (cardinality(?::text[]) = 0"
-            " OR name = ANY(?::text[])) ORDER BY name FOR UPDATE),"
+            " OR name = ANY(?::text[])) ORDER BY name),"
             " lim AS (SELECT count(*) > 0 AS limited, array_agg(name) AS names FROM lk),"
-            f" {_claim_ctes(f'{where} AND EXISTS (SELECT 1 FROM w) AND NOT (SELECT limited FROM lim)')}"
+            f" {claim_ctes}"
             " SELECT (SELECT count(*) FROM w) AS alive, (SELECT array_agg(id) FROM ok) AS completed,"
             " (SELECT bool_or(dependants <> 0) FROM ok) AS released, (SELECT limited FROM lim) AS limited,"
             " (SELECT names FROM lim) AS limited_names, c.*"
@@ -441,71 +449,20 @@ class PostgresStore(SqlStore):
                          "stdout": _b64(o.stdout), "stderr": _b64(o.stderr),
                          "out_total": o.written and o.written[0], "err_total": o.written and o.written[1]}
                         for o in ended]),
-            now.wall, now.wall, release, list(queues), list(queues),
-            *params, max(ex.claim, 0), worker_id, now.wall)
-        if self.limited and ex.claim > 0:  # a limit was in force at the last claim
-            rows, claimed = self._exchange_limited(worker_id, ex, queues, now, sql, values)
-        else:
-            with self._errors():
-                rows, claimed = self.c.execute(sql, values).fetchall(), None
+            now.wall, now.wall, release, list(queues), list(queues), *claim_params)
+        with self._errors():
+            rows = self.c.execute(sql, values).fetchall()
         if not rows[0]["alive"]:
             raise WorkerGone(f"worker #{worker_id} is no longer registered")
         if rows[0]["released"]:
             self._wake_others()
         completed = set(rows[0]["completed"] or ())
         jobs = claimed_jobs(r for r in rows if r["seq"] is not None)
-        if claimed is not None:
-            jobs = claimed_jobs(claimed)
-        elif rows[0]["limited"] and ex.claim > 0:  # a limit came in force: claim as it says, this once apart
+        if rows[0]["limited"] and ex.claim > 0 and not limited:  # a limit came in force: claim so, this once apart
             jobs = super().exchange(worker_id, Exchange(claim=ex.claim, free=ex.free), queues, now, config)[1]
         if ex.claim > 0:
             self.limited = frozenset(rows[0]["limited_names"] or ())
         return [JobState.COMPLETED if o.job_id in completed else None for o in ended], jobs
-
-    def _exchange_limited(self, worker_id: int, ex: Exchange, queues, now: Instant, sql: str, values: tuple):
-        """The one-statement exchange `sql` (which, here, claims nothing and locks the limited queues' rows)
-        and a claim that keeps the limits, in one transaction: two statements, sent together (psycopg's
-        pipeline mode), so that the pair costs one round trip and one commit. Return (the exchange's rows,
-        the claimed rows)."""
-        where, params = self._ready_filter((), now)
-        names = ("SELECT unnest(?::text[])" if queues else
-                 f"(SELECT queue FROM jobs WHERE {LIMIT_READY} ORDER BY queue LIMIT 1) UNION ALL SELECT (SELECT queue"
-                 f" FROM jobs WHERE {LIMIT_READY} AND queue > q.name ORDER BY queue LIMIT 1) FROM q WHERE q.name IS NOT NULL")
-        free = ex.claim if ex.free is None else ex.free
-        # The rules of LimitStore._claim_within_limits, in SQL: each limited queue's room (its limits less what
-        # is processing and what was claimed in the window), of which a claim takes limits.ahead(room, free);
-        # each queue's first jobs by a seek of jobs_ready_queue; the starts of rate-limited queues recorded.
-        claim = (
-            f"WITH RECURSIVE q (name) AS ({names}),"
-            f" lim AS (SELECT name, concurrency, rate_count, rate_window FROM queues WHERE {LIMITED}),"
-            " gone AS (DELETE FROM queue_starts s USING lim WHERE s.queue = lim.name AND s.at <= ? - lim.rate_window - ?),"
-            " room AS (SELECT name, rate_count IS NOT NULL AS rated, greatest(0, least("
-            " coalesce(concurrency - (SELECT count(*) FROM jobs j WHERE j.queue = lim.name AND j.state = 'processing'), ?),"
-            " coalesce(rate_count - (SELECT count(*) FROM queue_starts s WHERE s.queue = lim.name"
-            " AND s.at > ? - lim.rate_window - ?), ?))) AS room FROM lim),"
-            " picked AS (SELECT p.seq, p.priority, p.run_at, p.queue FROM q LEFT JOIN room ON room.name = q.name"
-            f" CROSS JOIN LATERAL (SELECT seq, priority, run_at, queue FROM jobs WHERE queue = q.name AND {where}"
-            " ORDER BY priority DESC, run_at, seq LIMIT least(?, CASE WHEN room.name IS NULL THEN ? WHEN room.room <= ?"
-            " THEN room.room ELSE ? + (room.room - ?) / 2 END) FOR UPDATE SKIP LOCKED) p"
-            " WHERE q.name IS NOT NULL AND EXISTS (SELECT 1 FROM workers WHERE id = ?)),"
-            " chosen AS (SELECT seq, queue FROM picked ORDER BY priority DESC, run_at, seq LIMIT ?),"
-            " claimed AS (UPDATE jobs j SET state = 'processing', worker_id = ?, started_at = NULL, updated_at = ?,"
-            f" finished_at = NULL, exit_code = NULL, pgid = NULL FROM chosen WHERE j.seq = chosen.seq RETURNING {_RETURNED}),"
-            " starts AS (INSERT INTO queue_starts (queue, at) SELECT queue, ? FROM chosen"
-            " WHERE queue IN (SELECT name FROM room WHERE rated))"
-            " SELECT * FROM claimed")
-        wall = now.wall
-        values = (*values[:-3], 0, *values[-2:])  # the statement's own claim takes nothing: `claim` does it all
-        unbound = 1 << 62  # a room with no bound but the limits'
-        claim_values = (([list(queues)] if queues else []) + [wall, RATE_SLACK, unbound, wall, RATE_SLACK, unbound,
-                        *params, ex.claim, ex.claim, free, free, free, worker_id, ex.claim, worker_id, wall, wall])
-        with self._errors():
-            conn = self._connection()
-            with conn.pipeline():
-                with conn.transaction():
-                    first = conn.execute(_Connection._sql(sql), values)
-                    second = conn.execute(_Connection._sql(claim), claim_values)
-            return first.fetchall(), second.fetchall()
 
     def _pick_per_queue(self, c, queues, allowed, limit, now):
         """LimitStore._pick_per_queue in one statement: a loose scan of jobs_ready_queue for the queues with

@@ -39,6 +39,80 @@ BEGIN
     RETURN NULL;
 END $$;"""
 
+#: A claim that keeps the queue limits (queuectl.store.limits), as a function, so that the one-statement
+#: exchange can call it: a VOLATILE function's statements each take a fresh snapshot (READ COMMITTED), so
+#: the counts it takes after locking the limited queues' rows see every claim committed before it got
+#: the locks; one statement alone would count with the snapshot it began with. Its rules are those of
+#: LimitStore._claim_within_limits: each queue with ready jobs in turn (one seek of jobs_ready_queue
+#: each), and of a limited one its room (its limits less its processing jobs and its claims in the
+#: window), of which a claim takes limits.ahead(room, p_free); each queue's first jobs, locked FOR UPDATE
+#: SKIP LOCKED; the first p_claim of all in claim order; the claims of rate-limited queues recorded.
+#: Small statements, each planned once per session (one statement doing it all cost more to plan than
+#: to run). The ready condition is SqlStore._ready_filter's (_READY, _DUE with clock.STEP_TOLERANCE =
+#: 1 s, _NOT_PAUSED) as of this step: a change to those needs a step that replaces this function.
+#: p_leaving names jobs of p_worker that the calling statement ends or gives back: their places count
+#: as free (the caller's own changes are not yet visible to the function). Returns the claimed rows.
+CLAIM_LIMITED = """
+CREATE FUNCTION claim_limited(p_worker bigint, p_queues text[], p_claim integer, p_free integer,
+                              p_now double precision, p_domain text, p_mono double precision, p_slack double precision,
+                              p_leaving text[])
+RETURNS SETOF jobs LANGUAGE plpgsql SET search_path = queuectl AS $$
+DECLARE
+    q text;
+    lim record;
+    room bigint;
+    n bigint;
+    picked bigint[] := '{}';
+    chosen bigint[];
+    rated text[] := '{}';
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM workers WHERE id = p_worker) THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM queues WHERE (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+        AND (cardinality(p_queues) = 0 OR name = ANY(p_queues)) ORDER BY name FOR UPDATE;
+    q := '';
+    LOOP
+        IF cardinality(p_queues) > 0 THEN  -- the worker's queues, in turn
+            q := (SELECT min(x) FROM unnest(p_queues) x WHERE x > q);
+        ELSE  -- the next queue with ready jobs: one seek of jobs_ready_queue
+            q := (SELECT queue FROM jobs WHERE state IN ('pending', 'failed') AND queue > q ORDER BY queue LIMIT 1);
+        END IF;
+        EXIT WHEN q IS NULL;
+        n := p_claim;
+        SELECT concurrency, rate_count, rate_window INTO lim FROM queues
+            WHERE name = q AND (concurrency IS NOT NULL OR rate_count IS NOT NULL);
+        IF FOUND THEN
+            room := 2147483647;
+            IF lim.concurrency IS NOT NULL THEN
+                room := least(room, lim.concurrency - (SELECT count(*) FROM jobs j WHERE j.queue = q
+                    AND j.state = 'processing' AND NOT (j.worker_id = p_worker AND j.id = ANY(p_leaving))));
+            END IF;
+            IF lim.rate_count IS NOT NULL THEN
+                DELETE FROM queue_starts s WHERE s.queue = q AND s.at <= p_now - lim.rate_window - p_slack;
+                room := least(room, lim.rate_count - (SELECT count(*) FROM queue_starts s WHERE s.queue = q));
+                rated := rated || q;
+            END IF;
+            room := greatest(room, 0);
+            n := least(n, CASE WHEN room <= p_free THEN room ELSE p_free + (room - p_free) / 2 END);
+        END IF;
+        IF n > 0 THEN
+            picked := picked || ARRAY(SELECT j.seq FROM jobs j WHERE j.queue = q AND j.state IN ('pending', 'failed')
+                AND (CASE WHEN j.due_boot = p_domain THEN j.due_mono <= p_mono ELSE j.run_at <= p_now
+                     OR ((j.delay = 0 OR j.state = 'failed') AND j.run_at - j.delay > p_now + 1.0) END)
+                AND NOT EXISTS (SELECT 1 FROM queues WHERE name = q AND paused_at IS NOT NULL)
+                ORDER BY j.priority DESC, j.run_at, j.seq LIMIT n FOR UPDATE SKIP LOCKED);
+        END IF;
+    END LOOP;
+    chosen := ARRAY(SELECT seq FROM jobs WHERE seq = ANY(picked) ORDER BY priority DESC, run_at, seq LIMIT p_claim);
+    IF cardinality(rated) > 0 THEN
+        INSERT INTO queue_starts (queue, at) SELECT queue, p_now FROM jobs WHERE seq = ANY(chosen) AND queue = ANY(rated);
+    END IF;
+    RETURN QUERY UPDATE jobs j SET state = 'processing', worker_id = p_worker, started_at = NULL, updated_at = p_now,
+        finished_at = NULL, exit_code = NULL, pgid = NULL WHERE j.seq = ANY(chosen) RETURNING j.*;
+END $$;
+"""
+
 #: MIGRATIONS[n] takes the schema from version n-1 to n. Append; never edit a released step.
 #: Each runs in one transaction whose search_path is the schema alone (SET LOCAL), so its bare
 #: names land there whatever the connection's own search_path is.
@@ -182,9 +256,9 @@ CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
           AND NEW.state IN ('completed', 'dead', 'cancelled') AND NOT ({CASCADED}))
     EXECUTE FUNCTION jobs_dependants();
 """,
-    # As SQLite's step 8: schedules and limits.
+    # As SQLite's step 8: schedules and limits; and claim_limited (CLAIM_LIMITED).
     6: SCHEDULES_LIMITS.replace("SCHEDULE_PK", "text PRIMARY KEY").replace("REAL_T", "double precision")
-                       .replace("INT_T", "bigint"),
+                       .replace("INT_T", "bigint") + CLAIM_LIMITED,
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)
