@@ -41,7 +41,8 @@ UNCHANGED = object()
 
 class LimitStore:
     """SqlStore's limit operations (see the module); uses SqlStore's _write, _errors, _notify, c,
-    FOR_UPDATE, READY_QUEUE_INDEX and _ready_filter; PostgreSQL overrides _pick_per_queue."""
+    FOR_UPDATE, READY_QUEUE_INDEX and _ready_filter. PostgreSQL overrides _claim_within_limits with a function
+    of the same rules (postgres_schema.CLAIM_LIMITED), which its one-statement exchange calls too."""
 
     #: The index hint of per-queue reads of ready jobs ("" where the planner needs none).
     READY_QUEUE_INDEX = ""
@@ -92,8 +93,7 @@ class LimitStore:
     def _pick_per_queue(self, c, queues: Sequence[str], allowed: dict[str, int], limit: int, now: Instant) -> list:
         """The first ready jobs (seq, priority, run_at, queue) of each queue of `queues` (empty: every queue) in
         claim order, as many as `allowed` says for a limited queue and `limit` for the others, each queue
-        read by its own seek of the jobs_ready_queue index (a queue's backlog costs the others nothing).
-        PostgreSQL locks them FOR UPDATE SKIP LOCKED, in one statement."""
+        read by its own seek of the jobs_ready_queue index (a queue's backlog costs the others nothing)."""
         where, params = self._ready_filter((), now)
         picked = []
         for name in ready_queues(c, queues, self.READY_QUEUE_INDEX):

@@ -43,7 +43,6 @@ from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, T
 from queuectl.models import JobState
 from queuectl.store.base import Exchange, WorkerGone
 from queuectl.store.limits import LIMITED, RATE_SLACK
-from queuectl.store.limits import READY as LIMIT_READY
 from queuectl.store.sql import _JOB_COLUMNS, _RELEASED, SqlStore, claimed_jobs
 
 try:
@@ -393,12 +392,9 @@ class PostgresStore(SqlStore):
         release = [j for j in ex.release if j not in ended_ids and j not in {r.job_id for r in running}]
         where, params = self._ready_filter(queues, now)
         limited = bool(self.limited) and ex.claim > 0  # a limit was in force at the last claim
-        if limited:  # the claim keeps the limits: claim_limited (postgres_schema.CLAIM_LIMITED)
-            claim_ctes = (f"claimed AS (SELECT {_RETURNED} FROM {SCHEMA}.claim_limited(?::bigint, ?::text[], ?::integer,"
-                          " ?::integer, ?::float8, ?::text, ?::float8, ?::float8, ?::text[]) j"
-                          " WHERE EXISTS (SELECT 1 FROM w))")
-            claim_params = (worker_id, list(queues), ex.claim, ex.claim if ex.free is None else ex.free, now.wall,
-                            now.domain, now.mono, RATE_SLACK, [*ended_ids, *release])
+        if limited:  # the claim keeps the limits
+            claim_ctes = f"claimed AS (SELECT {_RETURNED} FROM {_CLAIM_LIMITED} j WHERE EXISTS (SELECT 1 FROM w))"
+            claim_params = _claim_limited_params(worker_id, queues, ex.claim, ex.free, now, [*ended_ids, *release])
         else:
             claim_ctes = _claim_ctes(f"{where} AND EXISTS (SELECT 1 FROM w) AND NOT (SELECT limited FROM lim)")
             claim_params = (*params, max(ex.claim, 0), worker_id, now.wall)
@@ -464,20 +460,11 @@ class PostgresStore(SqlStore):
             self.limited = frozenset(rows[0]["limited_names"] or ())
         return [JobState.COMPLETED if o.job_id in completed else None for o in ended], jobs
 
-    def _pick_per_queue(self, c, queues, allowed, limit, now):
-        """LimitStore._pick_per_queue in one statement: a loose scan of jobs_ready_queue for the queues with
-        ready jobs (a recursive CTE, one index seek per queue) and a LATERAL pick of each one's first jobs,
-        locked FOR UPDATE SKIP LOCKED."""
-        where, params = self._ready_filter((), now)
-        names = ("SELECT unnest(?::text[])" if queues else
-                 f"(SELECT queue FROM jobs WHERE {LIMIT_READY} ORDER BY queue LIMIT 1) UNION ALL SELECT (SELECT queue"
-                 f" FROM jobs WHERE {LIMIT_READY} AND queue > q.name ORDER BY queue LIMIT 1) FROM q WHERE q.name IS NOT NULL")
-        return c.execute(
-            f"WITH RECURSIVE q (name) AS ({names}) SELECT p.seq, p.priority, p.run_at, p.queue FROM q CROSS JOIN LATERAL"
-            f" (SELECT seq, priority, run_at, queue FROM jobs WHERE queue = q.name AND {where}"
-            " ORDER BY priority DESC, run_at, seq LIMIT least(coalesce((?::json ->> q.name)::int, ?), ?)"
-            " FOR UPDATE SKIP LOCKED) p WHERE q.name IS NOT NULL",
-            ([list(queues)] if queues else []) + [*params, json.dumps(allowed), limit, limit]).fetchall()
+    def _claim_within_limits(self, c, worker_id, queues, limit, free, limits, now):
+        """LimitStore._claim_within_limits by claim_limited (postgres_schema.CLAIM_LIMITED), the function the
+        one-statement exchange calls too: one statement, its rules written once for this engine."""
+        return c.execute(f"SELECT {_RETURNED} FROM {_CLAIM_LIMITED} j",
+                         _claim_limited_params(worker_id, queues, limit, free, now, [])).fetchall()
 
     def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:
         """SqlStore._update_returning in one round trip: psycopg's executemany pipelines the statements."""
@@ -589,6 +576,16 @@ def _claim_ctes(where: str) -> str:
 
 
 _RETURNED = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
+#: A call of claim_limited (postgres_schema.CLAIM_LIMITED); its parameters: _claim_limited_params.
+_CLAIM_LIMITED = (f"{SCHEMA}.claim_limited(?::bigint, ?::text[], ?::integer, ?::integer, ?::float8, ?::text, ?::float8,"
+                  " ?::float8, ?::text[])")
+
+
+def _claim_limited_params(worker_id: int, queues, claim: int, free: int | None, now: Instant, leaving: list) -> tuple:
+    """The parameters of _CLAIM_LIMITED: a claim of up to `claim` jobs for `worker_id` from `queues`, `free` of them
+    for free slots (None: all), at `now`; `leaving`: the worker's jobs that the same statement ends or gives back."""
+    return (worker_id, list(queues), claim, claim if free is None else free, now.wall, now.domain, now.mono,
+            RATE_SLACK, leaving)
 
 
 def _b64(data: bytes | None) -> str:
