@@ -46,18 +46,22 @@ def check_name(name) -> str:
     return name
 
 
+LOCALTIME = "/etc/localtime"  # a link to .../zoneinfo/NAME (systemd's timedatectl, Debian's tzdata)
+TIMEZONE_FILE = "/etc/timezone"  # NAME on a line (older Debian)
+
+
 def local_zone() -> str:
-    """The IANA name of this host's time zone: $TZ if it names one, else /etc/localtime's target
-    (.../zoneinfo/Europe/Berlin), else /etc/timezone (Debian), else "UTC"."""
+    """The IANA name of this host's time zone: $TZ if it names one, else LOCALTIME's target
+    (.../zoneinfo/Europe/Berlin), else TIMEZONE_FILE's (Debian), else "UTC"."""
     candidates = [os.environ.get("TZ", "").lstrip(":")]
     try:
-        target = os.path.realpath("/etc/localtime")
+        target = os.path.realpath(LOCALTIME)
         if "/zoneinfo/" in target:
             candidates.append(target.split("/zoneinfo/", 1)[1])
     except OSError:
         pass
     try:
-        with open("/etc/timezone", encoding="utf-8") as f:
+        with open(TIMEZONE_FILE, encoding="utf-8") as f:
             candidates.append(f.read().strip())
     except OSError:
         pass

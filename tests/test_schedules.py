@@ -126,8 +126,26 @@ def test_intervals_are_multiples_since_the_epoch_and_zones_do_not_move_them():
 def test_the_host_zone_is_the_default_and_is_an_iana_name(monkeypatch):
     monkeypatch.setenv("TZ", "America/New_York")
     assert local_zone() == "America/New_York" and parse_rule("@daily", None, None).zone == "America/New_York"
+
+
+def test_the_host_zone_falls_back_to_localtime_then_timezone_then_utc(monkeypatch, tmp_path):
+    """A $TZ that names no zone is passed over for /etc/localtime's link, then /etc/timezone, then UTC."""
+    from queuectl import recurrence
+    localtime, timezone = tmp_path / "localtime", tmp_path / "timezone"
+    monkeypatch.setattr(recurrence, "LOCALTIME", str(localtime))
+    monkeypatch.setattr(recurrence, "TIMEZONE_FILE", str(timezone))
     monkeypatch.setenv("TZ", "Not/AZone")
-    assert ZoneInfo(local_zone())  # falls back to /etc/localtime, /etc/timezone or UTC
+    assert local_zone() == "UTC"
+    timezone.write_text("Asia/Tokyo\n")
+    assert local_zone() == "Asia/Tokyo"
+    localtime.symlink_to("/usr/share/zoneinfo/Europe/Berlin")
+    assert local_zone() == "Europe/Berlin"
+    monkeypatch.setenv("TZ", ":Australia/Sydney")
+    assert local_zone() == "Australia/Sydney"
+    monkeypatch.delenv("TZ")
+    localtime.unlink()
+    localtime.symlink_to(tmp_path / "nowhere")  # a dangling link: no zone in its target
+    assert local_zone() == "Asia/Tokyo"
 
 
 @pytest.mark.parametrize("cron,every,zone,fragment", [

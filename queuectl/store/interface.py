@@ -100,8 +100,8 @@ class Store(Protocol):
                      replace: bool = False) -> Schedule:
         """Add (or with `replace` replace) a schedule; return it. Raises Conflict for a name taken."""
 
-    def schedules(self) -> list[Schedule]:
-        """Every schedule, by name, with its last run's state."""
+    def schedules(self, name: str | None = None) -> list[Schedule]:
+        """Every schedule (or only the one named `name`), by name, with its last run's state."""
 
     def remove_schedules(self, names: Sequence[str]) -> list[bool]:
         """Remove schedules; for each, whether it existed."""

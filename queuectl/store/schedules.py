@@ -84,14 +84,15 @@ class ScheduleStore:
                               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*values, name, now.wall))
         except self.UniqueViolation:  # PostgreSQL: another add of the name committed meanwhile
             raise Conflict(f"a schedule named {name!r} exists already; give --replace to replace it") from None
-        return next(s for s in self.schedules() if s.name == name)
+        return self.schedules(name)[0]
 
-    def schedules(self) -> list[Schedule]:
-        """Every schedule, by name, with its last run's state."""
+    def schedules(self, name: str | None = None) -> list[Schedule]:
+        """Every schedule (or only the one named `name`, if it exists), by name, with its last run's state."""
+        where, args = (" WHERE s.name = ?", (name,)) if name is not None else ("", ())
         with self._errors():
             return [Schedule.from_row(r) for r in self.c.execute(
                 "SELECT s.*, j.state AS last_state FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job"
-                " ORDER BY s.name")]
+                f"{where} ORDER BY s.name", args)]
 
     def remove_schedules(self, names: Sequence[str]) -> list[bool]:
         """Remove schedules, in one transaction; return for each whether it existed. Runs added stay."""
