@@ -77,7 +77,8 @@ def test_install_creates_user_directory_config_and_unit(host):
     for unit in ("queuectl-metrics.service", "queuectl-metrics.timer"):
         assert c.run("systemctl", "cat", unit).returncode == 0
     assert c.run("systemctl", "is-enabled", "queuectl-metrics.timer", check=False).stdout.strip() == "disabled"
-    assert c.run("man", "-w", "queuectl-metrics").returncode == 0
+    for page in ("queuectl-metrics", "queuectl-schedule-add", "queuectl-limit"):  # one per command, from --help
+        assert c.run("man", "-w", page).returncode == 0, page
     assert c.run("man", "-w", "queuectl").stdout.strip().endswith("queuectl.1.gz")
     assert (c.root / "usr/share/bash-completion/completions/queuectl").exists()
 
