@@ -100,6 +100,11 @@ def _decode(text: str):
 TEMPLATE_FIELDS = ("command", "queue", "priority", "max_retries", "timeout", "cwd", "key")
 
 
+#: The fields that are each run's own, and why a template cannot give them.
+_RUNS_OWN = {"id": "each run's id is NAME@SLOT", "run_at": "each run is due at its slot",
+             "delay": "each run is due at its slot", "after": "a run cannot wait for other jobs"}
+
+
 def parse_template(text: str, overlap_allowed: bool) -> dict:
     """Parse a schedule's job template (a JSON object of TEMPLATE_FIELDS); return its fields, nulls left out.
 
@@ -110,19 +115,20 @@ def parse_template(text: str, overlap_allowed: bool) -> dict:
     obj = _decode(text)
     if not isinstance(obj, dict):
         raise InvalidInput(f"a job template must be a JSON object, got {type(obj).__name__ if obj is not None else 'null'}")
-    own = [k for k in ("id", "run_at", "delay", "after") if k in obj]
+    own = [k for k in _RUNS_OWN if obj.get(k) is not None]  # null: the field is absent, as in enqueue
     if own:
-        raise InvalidInput(f"a schedule's template cannot give {', '.join(own)}: each run gets the id NAME@SLOT-TIME"
-                           " and is due at its slot")
-    unknown = sorted(set(obj) - set(TEMPLATE_FIELDS))
+        why = dict.fromkeys(_RUNS_OWN[k] for k in own)
+        raise InvalidInput(f"a schedule's template cannot give {', '.join(own)}: {'; '.join(why)}")
+    unknown = sorted(set(obj) - set(TEMPLATE_FIELDS) - set(_RUNS_OWN))
     if unknown:
         shown = ", ".join(k if _PLAIN_NAME.fullmatch(k) else repr(k) for k in unknown)
         raise InvalidInput(f"unknown field(s) {shown}; a template may give: {', '.join(TEMPLATE_FIELDS)}")
     if obj.get("key") is not None and overlap_allowed:
         raise InvalidInput("a template with a key cannot have --overlap allow: a key keeps a run from starting"
                            " while another run holds it")
+    obj = {k: v for k, v in obj.items() if v is not None and k not in _RUNS_OWN}
     validate_job({**obj, "id": "template"}, 0.0)
-    return {k: v for k, v in obj.items() if v is not None}
+    return obj
 
 
 def _no_duplicate_keys(pairs: list) -> dict:

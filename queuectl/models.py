@@ -221,8 +221,9 @@ class Schedule:
         return cls(**values)
 
     def to_dict(self) -> dict:
-        """Return a JSON-ready dict; times as ISO-8601 UTC, and the next slot also as wall time in its zone."""
-        rule = self.rule
+        """Return a JSON-ready dict; times as ISO-8601 UTC, and the next slot also as wall time in its zone
+        (both None while paused: `resume` sets the next slot)."""
+        rule, paused = self.rule, self.paused_at is not None
         return {
             "name": self.name,
             "rule": rule.text,
@@ -230,9 +231,9 @@ class Schedule:
             "every_seconds": int(self.expr) if self.kind == "every" else None,
             "zone": self.zone,
             "overlap": self.overlap,
-            "paused": self.paused_at is not None,
-            "next_at": iso(self.next_at),
-            "next_local": rule.local(self.next_at),
+            "paused": paused,
+            "next_at": None if paused else iso(self.next_at),
+            "next_local": None if paused else rule.local(self.next_at),
             "last_slot": iso(self.last_slot),
             "last_job": self.last_job,
             "last_state": self.last_state.value if self.last_state else None,
@@ -267,6 +268,7 @@ class QueueLimit:
         return ", ".join(parts) or "-"
 
     def to_dict(self) -> dict:
+        """{"queue", "concurrency": N or None, "rate": {"count", "window_seconds"} or None, "processing"}."""
         return {"queue": self.queue, "concurrency": self.concurrency,
                 "rate": None if self.rate_count is None else {"count": self.rate_count,
                                                               "window_seconds": self.rate_window},

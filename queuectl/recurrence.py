@@ -35,6 +35,9 @@ ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight",
 #: How far daylight-saving changes move wall time against UTC, at most (2 h: the double summer time of
 #: the 1940s; 1 h today). Candidates are looked for this far before and after a wall time.
 MAX_SHIFT = timedelta(hours=2)
+#: The longest --every (seconds): a year and a day; longer periods are cron's (@yearly). Bounds the slots
+#: to dates that datetime and the platform's time_t hold.
+MAX_EVERY = 366 * 86400
 #: Names: as queue names (letters, digits, ._-), so that `NAME@TIME` is a valid job id.
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -128,7 +131,7 @@ def parse_rule(cron: str | None, every: str | None, zone: str | None) -> Rule:
 
     Raises InvalidInput naming the problem: both or neither given, a cron expression croniter
     refuses or that never matches (30 February), an interval that is not a whole number of
-    seconds of at least 1, an unknown zone.
+    seconds from 1 to MAX_EVERY, an unknown zone.
     """
     from croniter import croniter
 
@@ -139,10 +142,12 @@ def parse_rule(cron: str | None, every: str | None, zone: str | None) -> Rule:
     if every is not None:
         from queuectl.settings import parse_duration
 
-        seconds = parse_duration(every, "--every")
+        seconds = parse_duration(every, "--every", forever=False)
         if seconds is None or seconds < 1 or not float(seconds).is_integer():
             raise InvalidInput(f"--every must be a whole number of seconds of at least 1s (such as 30s, 5m or 1h),"
                                f" got {every!r}")
+        if seconds > MAX_EVERY:
+            raise InvalidInput(f"--every is at most 366d, got {every!r}; for longer periods give --cron (@yearly)")
         return Rule("every", str(int(seconds)), zone)
     expr = " ".join(cron.split())
     if expr.startswith("@"):

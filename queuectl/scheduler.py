@@ -47,8 +47,8 @@ class Scheduler:
             if f.outcome == "added":
                 log.info("schedule %s: slot %s: enqueued %s", f.schedule, iso(f.slot), f.job_id)
             elif f.outcome == "skipped":
-                log.warning("schedule %s: slot %s skipped: its previous run %s has not ended (overlap skip)",
-                            f.schedule, iso(f.slot), f.holder)
+                log.warning("schedule %s: slot %s skipped: job %s, which holds the runs' key, has not ended"
+                            " (overlap skip)", f.schedule, iso(f.slot), f.holder)
             elif f.outcome == "invalid":
                 log.error("schedule %s: slot %s passed: its template is not valid (%s)", f.schedule, iso(f.slot),
                           f.holder)

@@ -52,10 +52,11 @@ def _number(kind: type, *, minimum: float, maximum: float | None = None, exclusi
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def parse_duration(text: Any, what: str = "a duration") -> float | None:
+def parse_duration(text: Any, what: str = "a duration", forever: bool = True) -> float | None:
     """Return seconds for "90s", "15m", "12h", "7d", "2w" or a plain number of seconds; None for "forever".
 
-    Raises InvalidInput naming `what` otherwise (negative, not finite, no such unit).
+    Raises InvalidInput naming `what` otherwise (negative, not finite, no such unit); its message
+    offers 'forever' only if `forever` (callers that refuse None say False).
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
@@ -71,8 +72,9 @@ def parse_duration(text: Any, what: str = "a duration") -> float | None:
     else:
         value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise InvalidInput(f"{what} must be a number of seconds or a duration such as 90s, 12h or 7d"
-                           f" (or 'forever'), got {text!r}")
+        offer = " (or 'forever')" if forever else ""
+        raise InvalidInput(f"{what} must be a number of seconds or a duration such as 90s, 12h or 7d{offer},"
+                           f" got {text!r}")
     return value
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import assert_error, snapshot
 from queuectl.clock import Instant
+from queuectl.errors import InvalidInput
 from queuectl.store import Exchange, open_store
 from queuectl.store.limits import RATE_SLACK
 from storeops import claim, finish
@@ -151,6 +152,17 @@ def test_limits_survive_pause_and_resume_and_clear_leaves_pause(store):
     assert store.queue_limits() == [] and list(store.paused_queues()) == ["build"]
 
 
+@pytest.mark.parametrize("limits", [dict(concurrency=0), dict(concurrency=2**31), dict(rate=(0, 1.0)),
+                                    dict(rate=(2**31, 1.0)), dict(rate=(5, 0.0)), dict(rate=(5, 366 * 86400 + 1))])
+def test_the_store_refuses_limits_out_of_range_and_keeps_the_old_ones(store, limits):
+    """The store checks what it keeps (the database's integer; a window of at most 366 days), not only the CLI."""
+    store.set_limit("build", at(NOW), concurrency=3, rate=(10, 60.0))
+    with pytest.raises(InvalidInput):
+        store.set_limit("build", at(NOW), **limits)
+    (lim,) = store.queue_limits()
+    assert (lim.concurrency, lim.rate_count, lim.rate_window) == (3, 10, 60.0)
+
+
 # -- the command line -----------------------------------------------------------------------------------
 
 
@@ -167,7 +179,7 @@ def test_limit_sets_lists_and_clears(run_cli):
         "mail", "-", "30/1m", "0"]
     assert run_cli("limit", "mail").stdout.splitlines()[1].split()[0] == "mail"
     status = run_cli.json("status")
-    assert status["limits"] == {"build": "concurrency 2", "mail": "rate 30/1m"}
+    assert status["limits"] == {q["queue"]: q for q in run_cli.json("limit")}  # limit --json's objects
     assert "LIMIT" in run_cli("status").stdout
     r = run_cli("limit", "build", "--clear")
     assert (r.exit_code, r.stdout) == (0, "build: no limits\n")
@@ -175,8 +187,12 @@ def test_limit_sets_lists_and_clears(run_cli):
 
 
 @pytest.mark.parametrize("args,fragment", [
-    (["q", "--concurrency", "0"], "at least 1"),
-    (["q", "--concurrency", "-1"], "at least 1"),
+    (["q", "--concurrency", "0"], "from 1 to 2147483647"),
+    (["q", "--concurrency", "-1"], "from 1 to 2147483647"),
+    (["q", "--concurrency", "99999999999999999999"], "from 1 to 2147483647"),  # more than a database integer
+    (["q", "--rate", "99999999999999999999/1s"], "COUNT/DURATION"),
+    (["q", "--rate", "5/367d"], "at most 366d"),
+    (["q", "--rate", "5/forever"], "COUNT/DURATION"),
     (["q", "--concurrency", "two"], "not a valid integer"),
     (["q", "--rate", "5"], "COUNT/DURATION"),
     (["q", "--rate", "5/0s"], "COUNT/DURATION"),

@@ -320,6 +320,9 @@ def test_schedule_commands_add_list_pause_resume_rm(run_cli):
     assert run_cli.json("schedule", "list")[0]["rule"] == "every 1h"
     r = run_cli("schedule", "pause", "nightly")
     assert (r.exit_code, r.stdout) == (0, "nightly: paused\n")
+    (s,) = run_cli.json("schedule", "list")
+    assert (s["paused"], s["next_at"], s["next_local"]) == (True, None, None)  # resume sets the next slot
+    assert run_cli.json("status")["schedules"] == [s]
     table = run_cli("schedule", "list").stdout
     assert table.splitlines()[0].split()[:3] == ["NAME", "RULE", "ZONE"] and "yes" in table
     r = run_cli("schedule", "resume", "nightly", "ghost")
@@ -336,7 +339,12 @@ def test_schedule_commands_add_list_pause_resume_rm(run_cli):
     (["--every", "0"], "at least 1s"),
     (["--every", "5m", "--cron", "* * * * *"], "one of them"),
     ([], "one of them"),
-    (["--every", "5m", "--tz", "Nowhere/Land"], "unknown time zone"),
+    (["--cron", "@daily", "--tz", "Nowhere/Land"], "unknown time zone"),
+    (["--every", "5m", "--tz", "UTC"], "--tz applies to --cron only"),
+    (["--every", "367d"], "at most 366d"),
+    (["--every", "3000000d"], "at most 366d"),  # past datetime's year 9999
+    (["--every", "99999999999999999999s"], "at most 366d"),  # past time_t
+    (["--every", "forever"], "at least 1s"),
     (["--every", "5m", "--overlap", "sometimes"], "'sometimes' is not one of"),
 ])
 def test_bad_schedule_options_exit_2_and_store_nothing(run_cli, db, args, fragment):
@@ -351,7 +359,8 @@ def test_bad_schedule_options_exit_2_and_store_nothing(run_cli, db, args, fragme
     ("x", '["true"]', "must be a JSON object"),
     ("x", '{"queue":"q"}', "missing field: command"),
     ("x", '{"command":"true","id":"a"}', "cannot give id"),
-    ("x", '{"command":"true","after":"a"}', "cannot give after"),
+    ("x", '{"command":"true","after":"a"}', "cannot give after: a run cannot wait for other jobs"),
+    ("x", '{"command":null}', "missing field: command"),
     ("x", '{"command":"true","delay":5}', "cannot give delay"),
     ("x", '{"command":"true","retries":5}', "unknown field(s) retries"),
     ("x", '{"command":"true","timeout":0}', "timeout must be"),
@@ -364,6 +373,37 @@ def test_bad_templates_and_names_exit_2_and_store_nothing(run_cli, db, name, tem
     before = snapshot(db)
     assert_error(run_cli("schedule", "add", name, "--every", "1m", template), 2, fragment)
     assert snapshot(db) == before
+
+
+def test_durations_that_must_be_finite_do_not_offer_forever(run_cli):
+    r = run_cli("schedule", "add", "x", "--every", "-5s", '{"command":"true"}')
+    assert_error(r, 2, "such as 90s, 12h or 7d, got '-5s'")
+    assert "forever" not in r.stderr
+
+
+def test_null_fields_of_a_template_are_absent_as_in_enqueue(run_cli):
+    r = run_cli("schedule", "add", "x", "--every", "1m", '{"command":"true","id":null,"after":null,"queue":null}')
+    assert r.exit_code == 0, r.stderr
+    assert run_cli.json("schedule", "list")[0]["template"] == {"command": "true"}
+
+
+def test_replace_keeps_the_schedules_zone_unless_tz_is_given(run_cli):
+    run_cli("schedule", "add", "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", '{"command":"a"}')
+    r = run_cli("schedule", "add", "nightly", "--replace", "--cron", "45 2 * * *", '{"command":"b"}',
+                env={"TZ": "Asia/Tokyo"})
+    assert r.exit_code == 0 and r.stdout.startswith("nightly: 45 2 * * * (Europe/Berlin); next run "), r.stdout
+    r = run_cli("schedule", "add", "nightly", "--replace", "--cron", "45 2 * * *", "--tz", "UTC", '{"command":"b"}')
+    assert r.exit_code == 0 and "(UTC)" in r.stdout
+    assert run_cli.json("schedule", "list")[0]["zone"] == "UTC"
+
+
+def test_a_tz_variable_that_names_no_zone_is_said_on_stderr(run_cli):
+    r = run_cli("schedule", "add", "x", "--cron", "@daily", '{"command":"true"}', env={"TZ": "CET-1"})
+    assert r.exit_code == 0, r.stderr
+    zone = run_cli.json("schedule", "list")[0]["zone"]
+    assert r.stderr == f"queuectl: warning: $TZ (CET-1) names no time zone; the schedule takes {zone} (give --tz)\n"
+    r = run_cli("schedule", "add", "y", "--cron", "@daily", '{"command":"true"}', env={"TZ": "Asia/Tokyo"})
+    assert (r.exit_code, r.stderr) == (0, "") and "(Asia/Tokyo)" in r.stdout
 
 
 def test_a_key_with_overlap_allow_is_refused(run_cli):

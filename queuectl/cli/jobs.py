@@ -263,7 +263,7 @@ def status(app, as_json):
                     "keys": [{"key": k, "id": job_id, "state": state.value} for k, job_id, state in keys],
                     "keys_held": keys_held,
                     "paused": {q: iso(t) for q, t in paused.items()},
-                    "limits": {q: lim.text for q, lim in snap.limits.items()},
+                    "limits": {q: lim.to_dict() for q, lim in snap.limits.items()},
                     "schedules": [sch.to_dict() for sch in snap.schedules],
                     "oldest_ready_age": {q: round(a, 3) for q, a in oldest.items()},
                     "retention": snap.retention,

@@ -11,16 +11,18 @@ from queuectl.errors import InvalidInput
 def parse_rate(text: str) -> tuple[int, float]:
     """COUNT/DURATION (30/1m, 5/2s) as (count, window seconds); raises InvalidInput."""
     from queuectl.settings import parse_duration
+    from queuectl.store.limits import check_limits
 
     count, slash, window = text.partition("/")
     try:
         n = int(count)
     except ValueError:
         n = 0
-    seconds = parse_duration(window, "--rate's window") if slash and window.strip() else None
-    if not slash or n < 1 or not seconds:
-        raise InvalidInput(f"--rate takes COUNT/DURATION with COUNT >= 1 and a window longer than 0s, such as"
-                           f" 30/1m or 5/2s; got {text!r}")
+    seconds = parse_duration(window, "--rate's window", forever=False) if slash and window.strip() else None
+    try:
+        check_limits(rate=(n, seconds or 0.0))  # no slash: no window, refused
+    except InvalidInput as e:
+        raise InvalidInput(f"{e}; got {text!r}") from None
     return n, seconds
 
 
@@ -47,15 +49,14 @@ def limit(app, queue, concurrency, rate, clear, as_json):
       queuectl limit --json
     """
     from queuectl.jobspec import check_queue
-    from queuectl.store.limits import UNCHANGED
+    from queuectl.store.limits import UNCHANGED, check_limits
 
     changes = concurrency is not None or rate is not None
     if queue is None and (changes or clear):
         raise InvalidInput("give the QUEUE to limit (queuectl limit QUEUE --concurrency N)")
     if clear and changes:
         raise InvalidInput("give --clear alone, or --concurrency and/or --rate")
-    if concurrency is not None and concurrency < 1:
-        raise InvalidInput(f"--concurrency must be at least 1, got {concurrency}")
+    check_limits(concurrency)  # before the store opens (set_limit checks too)
     window = parse_rate(rate) if rate is not None else UNCHANGED
     store = app.store()
     if queue is not None:

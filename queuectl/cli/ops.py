@@ -224,8 +224,9 @@ def purge(app, states, older_than, queue, dry_run):
 def metrics(app, output):
     """Print the queue's metrics in the Prometheus text format.
 
-    Jobs by queue and state, the oldest ready job's age per queue, paused queues, workers
-    by state with busy and total slots, and counters of ended runs by outcome.
+    Jobs by queue and state, the oldest ready job's age per queue, paused queues, queue
+    limits, workers by state with busy and total slots, counters of ended runs by outcome,
+    and each schedule's last fire, next run and skipped slots.
 
     \b
     Examples:

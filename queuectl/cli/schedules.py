@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from queuectl.cli.common import HelpGroup, json_option, pass_app, print_json, print_table
@@ -34,7 +36,8 @@ def schedule():
 @click.option("--every", metavar="DURATION", help="An interval: 30s, 5m, 1h, 1d (slots are its multiples since"
                                                   " 1970-01-01 UTC).")
 @click.option("--tz", "zone", metavar="ZONE", help="The time zone of the cron fields (an IANA name such as"
-                                                    " Europe/Berlin) [default: this host's].")
+                                                    " Europe/Berlin) [default: with --replace the schedule's,"
+                                                    " else this host's].")
 @click.option("--overlap", type=click.Choice(["skip", "allow"]), default="skip", show_default=True,
               help="skip: a slot adds nothing while the previous run has not ended; allow: runs side by side.")
 @click.option("--replace", is_flag=True, help="Replace the schedule of that name if there is one.")
@@ -45,7 +48,8 @@ def add(app, name, template, cron, every, zone, overlap, replace):
     JSON has the fields of `queuectl enqueue` but id, run_at, delay and after: each run's
     id is NAME@SLOT (the slot in UTC, such as nightly@2026-12-02T01:30:00Z), and it is due
     at once. The schedule's zone is stored with it, so hosts in other zones agree.
-    A name that exists is refused (exit 1) unless --replace.
+    A name that exists is refused (exit 1) unless --replace, which keeps the schedule's
+    zone unless --tz is given, its pause, its last run and its skipped count.
 
     \b
     Examples:
@@ -53,13 +57,24 @@ def add(app, name, template, cron, every, zone, overlap, replace):
       queuectl schedule add report --cron @daily --tz UTC '{"command":"report.sh","key":"report"}'
       queuectl schedule add tick --every 30s --overlap allow '{"command":"ping -c1 gw"}'
     """
+    from queuectl.errors import InvalidInput
     from queuectl.jobspec import parse_template
-    from queuectl.recurrence import check_name, parse_rule
+    from queuectl.recurrence import check_name, local_zone, parse_rule
 
     check_name(name)
-    rule = parse_rule(cron, every, zone)
+    if every is not None and zone is not None:
+        raise InvalidInput("--tz applies to --cron only: the slots of --every are its multiples since 1970-01-01 UTC")
+    parse_rule(cron, every, zone or "UTC")  # bad input: refused before the store is opened
     fields = parse_template(template, overlap == "allow")
     store = app.store()
+    if zone is None and replace and cron is not None:
+        zone = next((s.zone for s in store.schedules(name)), None)  # replaced: its zone stays
+    if zone is None and cron is not None:
+        zone, tz = local_zone(), os.environ.get("TZ", "").lstrip(":")
+        if tz and tz != zone:
+            click.echo(f"queuectl: warning: $TZ ({tz}) names no time zone; the schedule takes {zone}"
+                       " (give --tz)", err=True)
+    rule = parse_rule(cron, every, zone)
     sched = store.add_schedule(name, rule, fields, overlap, store.now(), replace=replace)
     click.echo(f"{sched.name}: {rule.text} ({rule.zone}); next run {rule.local(sched.next_at)}")
 

@@ -35,6 +35,10 @@ LIMITED = "(concurrency IS NOT NULL OR rate_count IS NOT NULL)"
 _PROCESSING = "SELECT count(*) FROM jobs WHERE queue = ? AND state = 'processing'"
 #: Pending and failed jobs: the WHERE of the jobs_ready_queue partial index.
 READY = "state IN ('pending', 'failed')"
+#: The largest concurrency and rate count (PostgreSQL's integer), and the longest rate window (seconds: a
+#: year and a day, as the longest --every).
+MAX_COUNT = 2**31 - 1
+MAX_WINDOW = 366 * 86400
 #: Unchanged: what set_limit takes as "not given".
 UNCHANGED = object()
 
@@ -53,16 +57,12 @@ class LimitStore:
     def set_limit(self, queue: str, now: Instant | float, concurrency=UNCHANGED, rate=UNCHANGED) -> QueueLimit:
         """Set or clear the limits of `queue`; return them as they are now.
 
-        `concurrency`: an int >= 1, or None to clear it; `rate`: (count >= 1, window seconds > 0),
-        or None to clear it; UNCHANGED leaves either as it is. Workers are woken (a limit raised or
-        cleared lets them claim more). Raises InvalidInput for values out of range.
+        `concurrency`: an int from 1 to MAX_COUNT, or None to clear it; `rate`: (count from 1 to
+        MAX_COUNT, window seconds > 0 and <= MAX_WINDOW), or None to clear it; UNCHANGED leaves
+        either as it is. Workers are woken (a limit raised or cleared lets them claim more).
+        Raises InvalidInput for values out of range.
         """
-        from queuectl.errors import InvalidInput
-
-        if concurrency is not UNCHANGED and concurrency is not None and concurrency < 1:
-            raise InvalidInput(f"--concurrency must be at least 1, got {concurrency}")
-        if rate is not UNCHANGED and rate is not None and (rate[0] < 1 or not rate[1] > 0):
-            raise InvalidInput("--rate needs a count of at least 1 and a window longer than 0s")
+        check_limits(concurrency, rate)
         now = instant(now)
         with self._write() as c:
             row = c.execute(f"SELECT concurrency, rate_count, rate_window FROM queues WHERE name = ?{self.FOR_UPDATE}",
@@ -142,6 +142,17 @@ class LimitStore:
         if starts:
             c.executemany("INSERT INTO queue_starts (queue, at) VALUES (?, ?)", starts)
         return rows
+
+
+def check_limits(concurrency=UNCHANGED, rate=UNCHANGED) -> None:
+    """Raise InvalidInput unless `concurrency` and `rate` are as set_limit takes them (None and UNCHANGED pass)."""
+    from queuectl.errors import InvalidInput
+
+    if concurrency not in (UNCHANGED, None) and not 1 <= concurrency <= MAX_COUNT:
+        raise InvalidInput(f"--concurrency must be from 1 to {MAX_COUNT}, got {concurrency}")
+    if rate not in (UNCHANGED, None) and (not 1 <= rate[0] <= MAX_COUNT or not 0 < rate[1] <= MAX_WINDOW):
+        raise InvalidInput(f"--rate takes COUNT/DURATION with COUNT from 1 to {MAX_COUNT} and a window longer than"
+                           " 0s and at most 366d, such as 30/1m or 5/2s")
 
 
 def ready_queues(c, queues: Sequence[str], hint: str = "") -> list[str]:
