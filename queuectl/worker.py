@@ -17,8 +17,10 @@ give back what it will not run, and claim as many jobs as it has room for. The r
   recorded. A job held in the reserve behind slots all busy with jobs running HOLD seconds or
   more is given back (released) at once: a long job never keeps another worker from the jobs
   behind it. Fairness: no worker holds more than slots + PREFETCH_PER_SLOT x slots jobs.
-  Jobs of a limited queue (queuectl.store.limits) are claimed for free slots alone; when one
-  ends, the worker claims again at once (its place in the limit is free), not at the next poll.
+  Jobs of a limited queue (queuectl.store.limits) are claimed ahead within half the room the
+  limit leaves; when one ends, the worker claims again at once (its place in the limit is free),
+  not at the next poll, and a claim that a rate limit held back is tried again when the window
+  frees a place (Store.rate_room_at), if that comes before the poll.
 - Records: an end is recorded at once, unless the worker is busy with short jobs; then within
   RECORD_WITHIN seconds (with the ends that come meanwhile). A start is recorded with the next
   exchange, at the latest RECORD_AFTER seconds after it, together with the job's process
@@ -92,6 +94,9 @@ OUTPUT_EVERY = 0.25
 PREFETCH_PER_SLOT = 8
 #: Seconds between tries of the database after it failed (locked, full, failing).
 DB_RETRY = 1.0
+#: The shortest wait for a rate limit's window to free a place (so that clocks read a moment apart never
+#: make a worker claim in a loop).
+RATE_WAIT_MIN = 0.01
 
 
 def default_name() -> str:
@@ -483,8 +488,9 @@ class Worker:
             self._give_back_unknown()
         ex = self.ledger.batch(self.runner.running, now, claim,
                                free=max(0, self.slots - len(self.runner.running) - len(self.reserve)))
+        at = self.now()
         try:
-            states, jobs = self.store.exchange(self.worker_id, ex, self.queues, self.now(), self.config)
+            states, jobs = self.store.exchange(self.worker_id, ex, self.queues, at, self.config)
         except DatabaseError:
             self._in_doubt = True  # it may have committed, its reply lost: claims this worker never saw
             raise
@@ -503,8 +509,16 @@ class Worker:
         for outcome, state in zip(ex.ended, states):
             self._report(outcome, state)
         self.reserve.extend(jobs)
-        if claim and len(jobs) < claim:
-            self._claim_at = now + self.config["poll-interval"]  # the queue has no more for now
+        if claim and len(jobs) < claim:  # the queue has no more for now: claim again at the next poll ...
+            wait = self.config["poll-interval"]
+            if self.store.limited:  # ... or when a rate limit that holds a queue back frees a place, if sooner
+                try:
+                    room_at = self.store.rate_room_at(self.queues, at)
+                except DatabaseError:  # the exchange is done: this read failing only costs the poll's wait
+                    room_at = None
+                if room_at is not None:
+                    wait = min(wait, max(RATE_WAIT_MIN, room_at - at.wall))
+            self._claim_at = now + wait
 
     def _give_back_unknown(self) -> None:
         """After an exchange whose commit is unknown: give back the jobs the store says this worker holds

@@ -96,6 +96,25 @@ def test_a_rate_limit_holds_in_every_window_of_its_length(store):
     assert starts[5] - starts[0] == pytest.approx(2.0 + RATE_SLACK + 0.1, abs=0.11)  # and the next five come then
 
 
+def test_rate_room_at_is_when_the_window_frees_a_place_of_a_queue_held_back(store):
+    fill(store, "mail", 3)
+    store.set_limit("mail", at(NOW), rate=(2, 2.0))
+    store.set_limit("build", at(NOW), concurrency=1)
+    fill(store, "build", 2)
+    w = register(store, slots=5)
+    assert store.rate_room_at([], at(NOW)) is None  # the window is empty: nothing held back
+    assert len(claim(store, w, ["mail"], 5, NOW)) == 2
+    assert len(claim(store, w, ["mail"], 5, NOW + 1)) == 0
+    assert store.rate_room_at([], at(NOW + 1)) == pytest.approx(NOW + 2.0 + RATE_SLACK)
+    assert store.rate_room_at(["mail", "build"], at(NOW + 1)) == pytest.approx(NOW + 2.0 + RATE_SLACK)
+    assert store.rate_room_at(["build"], at(NOW + 1)) is None  # a concurrency limit has no window
+    store.set_paused(["mail"], True, NOW + 1)
+    assert store.rate_room_at([], at(NOW + 1)) is None  # a paused queue waits for its resume, not its window
+    store.set_paused(["mail"], False, NOW + 1)
+    store.cancel(["mail-2"], NOW + 1)
+    assert store.rate_room_at([], at(NOW + 1)) is None  # nothing of it is due
+
+
 def test_concurrent_claims_keep_the_limit(store, db):
     """Workers that claim at the same moment, each on its connection, take 2 places in all, round after round."""
     fill(store, "build", 40)

@@ -282,3 +282,31 @@ def test_a_job_of_a_limited_queue_that_ends_is_followed_by_a_claim_at_once(store
         while w.runner.running:
             w.runner.wait(None)
         w.runner.close()
+
+
+def test_a_claim_held_back_by_a_rate_limit_is_tried_again_when_the_window_frees_not_at_the_poll(store, clock):
+    """poll-interval is 5 s; with --rate 2/2s the third job is claimed once the first claims leave the window
+    (2 s + RATE_SLACK after them), not at the poll."""
+    from queuectl.store.limits import RATE_SLACK
+
+    w = make_worker(store, clock, slots=2)
+    try:
+        store.set_limit("mail", 1_000_000.0 + clock.t, rate=(2, 2.0))
+        for i in range(3):
+            add(store, id=f"m{i}", queue="mail")
+        claimed_at = clock.t
+        w.tick()
+        assert held_by(store, w) == 2  # the window holds two claims
+        while w.stats.done < 2:
+            end_one(w)
+            w.tick()  # records the ends; its claim comes back empty
+        while state(store, "m2") == JobState.PENDING and clock.t - claimed_at < 6:
+            clock.t += 0.125
+            w.tick()
+        assert state(store, "m2") == JobState.PROCESSING
+        assert 2.0 + RATE_SLACK <= clock.t - claimed_at < 2.0 + RATE_SLACK + 0.25
+    finally:
+        w.runner.stop_all(signal.SIGKILL)
+        while w.runner.running:
+            w.runner.wait(None)
+        w.runner.close()

@@ -115,6 +115,9 @@ class Store(Protocol):
     def queue_limits(self) -> list[QueueLimit]:
         """Every queue's limits, by queue."""
 
+    def rate_room_at(self, queues: Sequence[str], now: Instant | float) -> float | None:
+        """When a rate limit that holds back a queue of `queues` next frees a place (Unix seconds), or None."""
+
     def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
               limit: int = ...) -> int:
         """Delete up to `limit` finished jobs older than their state's age (seconds); return how many."""

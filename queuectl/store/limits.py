@@ -90,6 +90,22 @@ class LimitStore:
                         f" WHERE j.queue = q.name AND j.state = 'processing') AS processing FROM queues q"
                         f" WHERE {LIMITED} ORDER BY name")]
 
+    def rate_room_at(self, queues: Sequence[str], now: Instant | float) -> float | None:
+        """The earliest time (Unix seconds, on the store's clock) at which a queue of `queues` (empty: every
+        queue) that its rate limit holds back (its window full, not paused, a job of it due) gets a place
+        back: its oldest claim in the window plus the window and RATE_SLACK. None if no queue is so held
+        back. One read; a worker whose claim came short waits for this rather than its whole poll."""
+        now = instant(now)
+        names = f" AND q.name IN ({', '.join('?' * len(queues))})" if queues else ""
+        with self._errors():
+            return self.c.execute(
+                "SELECT min(x.free_at) FROM (SELECT q.name, min(s.at) + q.rate_window + ? AS free_at FROM queues q"
+                " JOIN queue_starts s ON s.queue = q.name WHERE q.rate_count IS NOT NULL AND q.paused_at IS NULL"
+                f" AND s.at > ? - q.rate_window - ?{names} GROUP BY q.name, q.rate_count, q.rate_window"
+                f" HAVING count(*) >= q.rate_count) x WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.queue = x.name"
+                f" AND j.{READY} AND j.run_at <= ?)",
+                (RATE_SLACK, now.wall, RATE_SLACK, *queues, now.wall)).fetchone()[0]
+
     def _pick_per_queue(self, c, queues: Sequence[str], allowed: dict[str, int], limit: int, now: Instant) -> list:
         """The first ready jobs (seq, priority, run_at, queue) of each queue of `queues` (empty: every queue) in
         claim order, as many as `allowed` says for a limited queue and `limit` for the others, each queue
