@@ -26,7 +26,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# Throughput, latency, scale and retention, on SQLite and PostgreSQL, as same-run ratios (about 13 minutes).
+# Throughput, latency, scale and retention, on SQLite and PostgreSQL, as same-run ratios (about 20 minutes).
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 

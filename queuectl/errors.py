@@ -34,5 +34,9 @@ class PermissionDenied(InvalidInput):
     """This user may not use the database (exit 2); never a configuration error, whoever named the path."""
 
 
+class Interrupted(QueuectlError):
+    """The user interrupted the command (Ctrl+C, SIGINT) before it finished (exit 130, as a shell gives it)."""
+
+
 class InvalidConfig(QueuectlError):
     """The configuration in force is invalid, so a worker cannot run (exit 78, EX_CONFIG of sysexits.h)."""

@@ -25,7 +25,8 @@ def _number(kind: type, *, minimum: float, maximum: float | None = None, exclusi
     """Return a parser for ints or floats >= minimum (> when exclusive), <= maximum; 'none' if nullable."""
     bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
     if maximum is not None:
-        bound = f"from {minimum:g} to {maximum}"
+        most = str(int(maximum)) if float(maximum).is_integer() else f"{maximum:g}"
+        bound = f"{bound} and at most {most}" if exclusive else f"from {minimum:g} to {most}"
     noun = "a whole number" if kind is int else "a number"
     expect = f"{noun} {bound}" + (" or 'none'" if nullable else "")
 
@@ -78,8 +79,21 @@ def parse_duration(text: Any, what: str = "a duration", forever: bool = True) ->
     return value
 
 
+#: Upper bounds of settings (seconds, bytes), so that no time they make passes what dates can show and no
+#: worker waits beyond reason: a retry delay or a timeout of a year and a day; heartbeats and polls an
+#: hour apart; retention a century (longer: 'forever'); SQLite's and PostgreSQL's largest value (~1 GB).
+LONGEST_DELAY = 366 * 86400.0
+LONGEST_BEAT = 3600.0
+LONGEST_STALE = 7 * 86400.0
+LONGEST_KEEP = 36500 * 86400.0
+LARGEST_OUTPUT = 1_000_000_000
+
+
 def _duration(key: str, raw: Any) -> float | None:
-    return parse_duration(raw, key)
+    seconds = parse_duration(raw, key)
+    if seconds is not None and seconds > LONGEST_KEEP:
+        raise InvalidInput(f"{key} is at most 36500d (a century), or 'forever'; got {raw!r}")
+    return seconds
 
 
 def format_duration(seconds: float | None) -> str:
@@ -99,17 +113,18 @@ SETTINGS: dict[str, Setting] = {
         Setting("max-retries", 3, "retries after the first run, for jobs that do not set max_retries",
                 _number(int, minimum=0, maximum=MAX_RETRIES)),
         Setting("backoff-base", 2.0, "a retry waits backoff-base ** attempts seconds", _number(float, minimum=1)),
-        Setting("backoff-max", 3600.0, "the longest retry delay, seconds", _number(float, minimum=0)),
+        Setting("backoff-max", 3600.0, "the longest retry delay, seconds",
+                _number(float, minimum=0, maximum=LONGEST_DELAY)),
         Setting("job-timeout", None, "seconds a job may run when it sets no timeout; none = no limit",
-                _number(float, minimum=0, exclusive=True, nullable=True)),
+                _number(float, minimum=0, maximum=LONGEST_DELAY, exclusive=True, nullable=True)),
         Setting("heartbeat-interval", 5.0, "seconds between a worker's heartbeats",
-                _number(float, minimum=0.05)),
+                _number(float, minimum=0.05, maximum=LONGEST_BEAT)),
         Setting("stale-after", 30.0, "seconds without a heartbeat after which a worker's jobs are recovered",
-                _number(float, minimum=0, exclusive=True)),
+                _number(float, minimum=0, maximum=LONGEST_STALE, exclusive=True)),
         Setting("poll-interval", 1.0, "seconds an idle worker waits between looks for new jobs",
-                _number(float, minimum=0.01)),
+                _number(float, minimum=0.01, maximum=LONGEST_BEAT)),
         Setting("output-limit", 1048576, "bytes of stdout and of stderr kept per job (the tail)",
-                _number(int, minimum=0)),
+                _number(int, minimum=0, maximum=LARGEST_OUTPUT)),
         # Retention (River's defaults: finished and cancelled jobs a day, discarded ones a week).
         Setting("keep-completed", 86400.0, "how long completed jobs are kept (90s, 12h, 7d, forever)", _duration),
         Setting("keep-cancelled", 86400.0, "how long cancelled jobs are kept", _duration),

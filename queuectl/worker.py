@@ -503,7 +503,8 @@ class Worker:
             if proc is not None:
                 proc.flushed, proc.flushed_at = o.written, now
         for key in ex.requeue:
-            log.warning("job %s stopped and put back to pending", key)
+            log.warning("job %s stopped and put back to pending (cancelled instead if a cancel of it was requested)",
+                        key)
         for key in ex.release:
             log.debug("job %s given back unstarted", key)
         for outcome, state in zip(ex.ended, states):

@@ -419,6 +419,12 @@ def test_every_json_output_is_only_json(run_cli, populated, args):
     (("list", "--limit", "x"), 2, ["--limit"]),
     (("list", "--queue", "\udcff"), 2, ["queue names are"]),
     (("list", "--bogus"), 2, ["No such option"]),
+    (("status", "--db", "x.db"), 2, ["No such option '--db'", "--db goes before the command"]),
+    (("list", "--limit", "99999999999999999999999"), 2, ["--limit", "1<=x<=1000000000"]),  # past SQLite's integer
+    (("dlq", "list", "--limit", "9223372036854775808"), 2, ["--limit", "1<=x<=1000000000"]),
+    (("worker", "start", "--count", "99999999999999999999"), 2, ["--count", "1<=x<=1000"]),
+    (("wait", "x", "--timeout", "nan"), 2, ["not a finite number of seconds"]),
+    (("cancel", "x", "--wait", "inf"), 2, ["not a finite number of seconds"]),
     (("bogus",), 2, ["No such command 'bogus'"]),
     (("worker", "bogus"), 2, ["No such command 'bogus'"]),
     (("dlq", "list", "--limit", "0"), 2, ["--limit"]),
@@ -592,15 +598,22 @@ def test_config_is_shared_and_persistent(run_cli, db):
     (("set", "max-retries", ""), ["max-retries must be"]),
     (("set", "backoff-base", "0.5"), ["backoff-base must be a number >= 1"]),
     (("set", "backoff-base", "nan"), ["backoff-base must be a number"]),
-    (("set", "backoff-max", "-1"), ["backoff-max must be a number >= 0"]),
+    (("set", "backoff-max", "-1"), ["backoff-max must be a number from 0 to 31622400"]),
+    (("set", "backoff-max", "1e308"), ["backoff-max must be a number from 0 to 31622400"]),  # past dates shown
     (("set", "backoff-max", "inf"), ["backoff-max must be a number"]),
-    (("set", "job-timeout", "0"), ["job-timeout must be a number > 0 or 'none'"]),
+    (("set", "job-timeout", "0"), ["job-timeout must be a number > 0 and at most 31622400 or 'none'"]),
+    (("set", "job-timeout", "1e9"), ["job-timeout must be a number > 0 and at most 31622400"]),
     (("set", "job-timeout", "-3"), ["job-timeout must be"]),
-    (("set", "heartbeat-interval", "0.01"), ["heartbeat-interval must be a number >= 0.05"]),
-    (("set", "stale-after", "0"), ["stale-after must be a number > 0"]),
-    (("set", "poll-interval", "0"), ["poll-interval must be a number >= 0.01"]),
-    (("set", "output-limit", "1e6"), ["output-limit must be a whole number >= 0"]),
-    (("set", "output-limit", "-1"), ["output-limit must be a whole number >= 0"]),
+    (("set", "heartbeat-interval", "0.01"), ["heartbeat-interval must be a number from 0.05 to 3600"]),
+    (("set", "heartbeat-interval", "1e300"), ["heartbeat-interval must be a number from 0.05 to 3600"]),
+    (("set", "stale-after", "0"), ["stale-after must be a number > 0 and at most 604800"]),
+    (("set", "stale-after", "1e308"), ["stale-after must be a number > 0 and at most 604800"]),
+    (("set", "poll-interval", "0"), ["poll-interval must be a number from 0.01 to 3600"]),
+    (("set", "poll-interval", "1e308"), ["poll-interval must be a number from 0.01 to 3600"]),  # a worker stalled
+    (("set", "output-limit", "1e6"), ["output-limit must be a whole number from 0 to 1000000000"]),
+    (("set", "output-limit", "-1"), ["output-limit must be a whole number from 0 to 1000000000"]),
+    (("set", "output-limit", "99999999999999999999999"), ["output-limit must be a whole number from 0 to"]),
+    (("set", "keep-dead", "99999999999999w"), ["keep-dead is at most 36500d (a century), or 'forever'"]),
     (("set", "keep-completed", "-1s"), ["keep-completed must be a number of seconds or a duration such as 90s"]),
     (("set", "keep-dead", "1y"), ["keep-dead must be a number of seconds or a duration"]),
     (("set", "keep-cancelled", "soon"), ["keep-cancelled must be", "'soon'"]),
@@ -940,7 +953,8 @@ def test_pause_and_resume(run_cli, db, populated):
 @pytest.mark.parametrize("args, fragments", [
     (("purge", "--state", "pending"), ["'pending' is not one of 'completed', 'cancelled', 'dead'"]),
     (("purge", "--state", "failed"), ["'failed' is not one of"]),
-    (("purge", "--older-than", "soon"), ["--older-than must be a number of seconds or a duration"]),
+    (("purge", "--older-than", "soon"), ["--older-than must be a number of seconds or a duration such as 90s,"
+                                         " 12h or 7d, got 'soon'"]),  # 'forever' not offered: refused
     (("purge", "--older-than", "-5"), ["--older-than must be"]),
     (("purge", "--older-than", "forever"), ["--older-than forever would delete nothing"]),
     (("purge", "--queue", "a b"), ["queue names are"]),
@@ -948,6 +962,13 @@ def test_pause_and_resume(run_cli, db, populated):
 def test_purge_bad_input(run_cli, db, populated, args, fragments):
     before = snapshot(db)
     assert_error(run_cli(*args), 2, *fragments)
+    assert snapshot(db) == before
+
+
+def test_cancel_json_with_nothing_to_cancel_prints_an_empty_list(run_cli, db, populated):
+    before = snapshot(db)
+    r = run_cli("cancel", "--queue", "nosuch", "--json")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "[]\n", "no jobs to cancel\n")
     assert snapshot(db) == before
 
 

@@ -886,6 +886,16 @@ def test_a_bad_queue_list_from_the_environment_is_a_configuration_error(db, work
     assert cli_side.returncode == 2
 
 
+@pytest.mark.parametrize("variable,value,fragment", [("QUEUECTL_WORKER_NAME", "a b", "worker name"),
+                                                      ("QUEUECTL_WORKER_COUNT", "99999999999", "1<=x<=1000")])
+def test_a_bad_name_or_count_from_the_environment_is_a_configuration_error(db, variable, value, fragment):
+    """The unit sets QUEUECTL_WORKER_NAME=%i: an instance name that is no worker name must not restart forever."""
+    r = subprocess.run([*QUEUECTL, "--db", db, "worker", "start", "--burst"], capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL, env=clean_env(**{variable: value}))
+    assert r.returncode == 78, r.stderr
+    assert r.stderr.count("\n") == 1 and fragment in r.stderr and r.stdout == "", r.stderr
+
+
 def test_start_up_errors_reach_the_journal_as_errors(db, tmp_path):
     log = tmp_path / "journal-standin"
     with open(log, "wb") as f:

@@ -143,3 +143,58 @@ def test_enqueue_wait_of_a_cancelled_job_exits_1_and_ctrl_c_stops_only_the_waiti
     assert interrupted.wait(30) == 130
     assert interrupted.stderr.read() == "queuectl: stopped waiting; the job goes on: queuectl wait goes-on\n"
     assert store.get_job("goes-on").state == JobState.PENDING
+
+
+def _has_open(pid: int, path: str) -> bool:
+    """True once process `pid` has the file `path` open (it is in the command, past its start-up)."""
+    import os
+
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == path for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+@pytest.mark.processes
+def test_ctrl_c_stops_wait_and_worker_stop_with_130_and_one_line(tmp_path):
+    """Ctrl+C: `wait` says how to wait again; another command (here `worker stop`, waiting for a drain)
+    says it was interrupted; each exits 130 with one line on stderr, and what was done stays done.
+    (The command line's handling, the same on both engines: on SQLite, whose open file shows when
+    a process has reached its command.)"""
+    import os
+
+    from conftest import WorkerProcs, queuectl, wait_for
+
+    db = str(tmp_path / "q.db")
+    workers = WorkerProcs(db, tmp_path)
+    try:
+        _ctrl_c(db, workers)
+    finally:
+        workers.cleanup()
+
+
+def _ctrl_c(db: str, workers) -> None:
+    import os
+
+    from conftest import queuectl, wait_for
+
+    queuectl(db, "enqueue", '{"id":"long","command":"sleep 60"}')
+    waiter = subprocess.Popen([*QUEUECTL, "--db", db, "wait", "long"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: _has_open(waiter.pid, os.path.realpath(db)), message="wait to open the database")
+    waiter.send_signal(signal.SIGINT)
+    assert waiter.wait(30) == 130
+    assert (waiter.stdout.read(), waiter.stderr.read()) == (
+        "", "queuectl: stopped waiting; the jobs go on: queuectl wait long\n")
+    workers.start("--name", "w1")
+    wait_for(lambda: json.loads(queuectl(db, "show", "long", "--json").stdout)["state"] == "processing",
+             message="the job to start")
+    stopper = subprocess.Popen([*QUEUECTL, "--db", db, "worker", "stop", "--timeout", "60"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: json.loads(queuectl(db, "status", "--json").stdout)["workers"][0]["state"] == "draining",
+             message="the worker to drain")
+    stopper.send_signal(signal.SIGINT)
+    assert stopper.wait(30) == 130
+    err = stopper.stderr.read()
+    assert err == "queuectl: error: interrupted: what was done before it stays done\n", err
+    assert json.loads(queuectl(db, "status", "--json").stdout)["workers"][0]["state"] == "draining"  # it goes on

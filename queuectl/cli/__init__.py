@@ -13,11 +13,12 @@ import click
 
 from queuectl import __version__
 from queuectl.cli.common import App, HelpGroup
-from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
+from queuectl.errors import Interrupted, InvalidConfig, InvalidInput, QueuectlError
 
 #: Exit codes, most specific class first. Click's own usage errors exit 2 as well.
 EXIT_CODES: tuple[tuple[type[QueuectlError], int], ...] = (
     (InvalidConfig, 78),
+    (Interrupted, 130),
     (InvalidInput, 2),
     (QueuectlError, 1),
 )
@@ -72,6 +73,16 @@ class QueuectlGroup(HelpGroup):
         for name in COMMANDS:
             self.get_command(None, name)
 
+    def invoke(self, ctx: click.Context):
+        """Click's invoke; Ctrl+C (KeyboardInterrupt) becomes Interrupted before Click's main sees it (which
+        would print an empty line, then "aborted")."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            if sys.stderr.isatty():
+                click.echo(err=True)  # past the terminal's ^C
+            raise Interrupted("interrupted: what was done before it stays done") from None
+
     def main(self, args=None, prog_name=None, **extra):  # noqa: D102 (Click's signature)
         extra.pop("standalone_mode", None)
         try:
@@ -80,6 +91,8 @@ class QueuectlGroup(HelpGroup):
             if _from_environment(e):  # e.g. a unit's environment file: restarting will not fix it
                 _fail(f"{e.format_message()} (from the environment)", exit_code_for(InvalidConfig()))
             hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            if isinstance(e, click.NoSuchOption) and e.option_name == "--db":
+                hint = " (--db goes before the command: queuectl --db PATH COMMAND ...)"
             _fail(e.format_message() + hint, e.exit_code)
         except click.ClickException as e:
             _fail(e.format_message(), e.exit_code)

@@ -148,3 +148,26 @@ def note_truncation(store: Store, shown: int, limit: int, state: str | None, que
 def is_postgres(app: App) -> bool:
     """Return True if the database in force is a PostgreSQL URI."""
     return is_uri(app.db_path())
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds of at least 0 (Click's FloatRange, which lets nan and inf through, less them)."""
+
+    name = "seconds"
+
+    def __init__(self) -> None:
+        super().__init__(min=0)
+
+    def convert(self, value, param, ctx):
+        import math
+
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return seconds
+
+
+#: The most jobs a list shows (--limit), and the most slots of one worker (--count: each job holds
+#: three descriptors, and a worker beyond this many is better as several).
+MOST_LISTED = 1_000_000_000
+MOST_SLOTS = 1000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from queuectl.cli.common import HelpGroup, json_option, note_truncation, pass_app, print_json, print_table
+from queuectl.cli.common import MOST_LISTED, HelpGroup, json_option, note_truncation, pass_app, print_json, print_table
 from queuectl.models import JobState, iso, one_line
 
 
@@ -20,7 +20,8 @@ def dlq():
 
 
 @dlq.command(name="list")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most this many jobs.")
+@click.option("--limit", type=click.IntRange(1, MOST_LISTED), default=100, show_default=True,
+              help="At most this many jobs.")
 @json_option
 @pass_app
 def list_(app, limit, as_json):

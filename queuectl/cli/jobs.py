@@ -7,7 +7,7 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, note_truncation, pass_app, print_json, print_table
+from queuectl.cli.common import MOST_LISTED, Seconds, json_option, note_truncation, pass_app, print_json, print_table
 from queuectl.errors import Conflict, InvalidInput, NotFound
 from queuectl.jobspec import check_queue, parse_job
 from queuectl.models import JobState, iso, one_line
@@ -157,7 +157,8 @@ def _read_jobs(file, now):
 @click.command(name="list")
 @click.option("--state", type=STATE_CHOICE, help="Only jobs in this state.")
 @click.option("--queue", metavar="NAME", help="Only jobs in this queue.")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most this many jobs.")
+@click.option("--limit", type=click.IntRange(1, MOST_LISTED), default=100, show_default=True,
+              help="At most this many jobs.")
 @json_option
 @pass_app
 def list_(app, state, queue, limit, as_json):
@@ -312,7 +313,7 @@ def status(app, as_json):
 
 @click.command()
 @click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
-@click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+@click.option("--timeout", type=Seconds(), default=None, metavar="SECONDS",
               help="Give up after this many seconds (exit 124, as timeout(1)).")
 @json_option
 @pass_app
@@ -321,7 +322,7 @@ def wait(app, job_ids, timeout, as_json):
 
     Exit 0 when all completed; 1 when any ended dead or cancelled (a line each on
     stderr, with its last error) or an id names no job (nothing is waited for then);
-    124 when --timeout passes first. It notices an end within 0.1 s of its record,
+    124 when --timeout passes first; 130 on Ctrl+C. It notices an end within 0.1 s of its record,
     from any host on PostgreSQL.
 
     \b
@@ -340,7 +341,11 @@ def wait(app, job_ids, timeout, as_json):
         click.echo(f"queuectl: error: no job with id {job_id!r}", err=True)
     if unknown:
         return 1
-    jobs, waiting = wait_for_end(store, job_ids, timeout)
+    try:
+        jobs, waiting = wait_for_end(store, job_ids, timeout)
+    except KeyboardInterrupt:
+        click.echo(f"queuectl: stopped waiting; the jobs go on: queuectl wait {' '.join(job_ids)}", err=True)
+        return 130
     if as_json:
         print_json([{"id": j.id, "state": j.state.value, "exit_code": j.exit_code, "attempts": j.attempts}
                     for j in (jobs[job_id] for job_id in job_ids)])

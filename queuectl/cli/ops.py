@@ -6,7 +6,7 @@ import time
 
 import click
 
-from queuectl.cli.common import json_option, pass_app, print_json
+from queuectl.cli.common import Seconds, json_option, pass_app, print_json
 from queuectl.errors import InvalidInput, NotFound, QueuectlError
 from queuectl.jobspec import check_queue
 from queuectl.models import JobState
@@ -22,7 +22,7 @@ CANCELLABLE = click.Choice([JobState.PENDING.value, JobState.BLOCKED.value, JobS
 @click.option("--state", "-s", "states", multiple=True, type=CANCELLABLE,
               help="With no ID: cancel the jobs in this state; repeat for several [default: pending, blocked,"
                    " failed and processing].")
-@click.option("--wait", type=click.FloatRange(min=0), default=10.0, show_default=True,
+@click.option("--wait", type=Seconds(), default=10.0, show_default=True,
               help="Seconds to wait for running jobs to be stopped before reporting.")
 @json_option
 @pass_app
@@ -56,6 +56,8 @@ def cancel(app, job_ids, queue, states, wait, as_json):
         results = store.cancel_matching(check_queue(queue) if queue else None, chosen, now)
     if not results:
         click.echo("no jobs to cancel", err=True)
+        if as_json:
+            print_json([])
         return
     finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait)
     report = []
@@ -193,7 +195,7 @@ def purge(app, states, older_than, queue, dry_run):
     chosen = list(dict.fromkeys(states)) or list(RETENTION)
     store = app.store()
     if older_than is not None:
-        age = parse_duration(older_than, "--older-than")
+        age = parse_duration(older_than, "--older-than", forever=False)
         if age is None:
             raise InvalidInput("--older-than forever would delete nothing; give a duration such as 7d")
         ages = dict.fromkeys(chosen, age)

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from queuectl.cli.common import HelpGroup, is_postgres, pass_app
+from queuectl.cli.common import MOST_SLOTS, HelpGroup, Seconds, is_postgres, pass_app
 from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
 
 
@@ -24,7 +24,7 @@ def worker():
 
 
 @worker.command()
-@click.option("--count", "-c", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--count", "-c", type=click.IntRange(1, MOST_SLOTS), default=1, show_default=True,
               envvar="QUEUECTL_WORKER_COUNT", help="Jobs run at once (slots) [env QUEUECTL_WORKER_COUNT].")
 @click.option("--queue", "-q", "queues", multiple=True, metavar="NAME", envvar="QUEUECTL_WORKER_QUEUES",
               help="Take jobs from this queue only; repeat for several (default: every queue)"
@@ -63,11 +63,17 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
     from queuectl.worker import Worker, check_name, default_name
 
     app.for_worker()
-    name = check_name(name) if name is not None else default_name()  # --name '' is an error, not the default
+    source = click.get_current_context().get_parameter_source
+    try:
+        name = check_name(name) if name is not None else default_name()  # --name '' is an error, not the default
+    except InvalidInput as e:
+        if source("name") == click.core.ParameterSource.ENVIRONMENT:  # the unit's %i: a restart will not fix it
+            raise InvalidConfig(f"QUEUECTL_WORKER_NAME: {e}") from None
+        raise
     try:
         queues = tuple(dict.fromkeys(check_queue(q) for arg in queues for q in arg.split(",") if q))
     except InvalidInput as e:
-        if click.get_current_context().get_parameter_source("queues") == click.core.ParameterSource.ENVIRONMENT:
+        if source("queues") == click.core.ParameterSource.ENVIRONMENT:
             raise InvalidConfig(f"QUEUECTL_WORKER_QUEUES: {e}") from None  # a unit must not restart on it
         raise
     if (pidfile or log_file) and not daemon:
@@ -134,7 +140,7 @@ def _log_dir(app) -> str:
 
 @worker.command()
 @click.argument("names", nargs=-1, metavar="[NAME]...")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None,
+@click.option("--timeout", type=Seconds(), default=None,
               help="Seconds to wait for the workers to exit [default: wait until they do].")
 @click.option("--force", is_flag=True,
               help="Stop running jobs now and put them back to pending (the second signal).")
