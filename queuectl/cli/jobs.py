@@ -331,21 +331,25 @@ def wait(app, job_ids, timeout, as_json):
       queuectl wait build test --timeout 600 && ./deploy
       queuectl wait job1 --json
     """
+    job_ids = list(dict.fromkeys(job_ids))  # each once, in the order given
+    try:
+        return _wait(app.store(), job_ids, timeout, as_json)
+    except KeyboardInterrupt:
+        click.echo(f"queuectl: stopped waiting; the jobs go on: queuectl wait {' '.join(job_ids)}", err=True)
+        return 130
+
+
+def _wait(store, job_ids: list[str], timeout: float | None, as_json: bool) -> int:
+    """`wait`'s work (see it), once the store is open; returns the exit code."""
     from queuectl.waiting import EXIT_TIMEOUT, wait_for_end
 
-    job_ids = list(dict.fromkeys(job_ids))  # each once, in the order given
-    store = app.store()
     known = store.jobs_by_id(job_ids)
     unknown = [job_id for job_id in job_ids if job_id not in known]
     for job_id in unknown:
         click.echo(f"queuectl: error: no job with id {job_id!r}", err=True)
     if unknown:
         return 1
-    try:
-        jobs, waiting = wait_for_end(store, job_ids, timeout)
-    except KeyboardInterrupt:
-        click.echo(f"queuectl: stopped waiting; the jobs go on: queuectl wait {' '.join(job_ids)}", err=True)
-        return 130
+    jobs, waiting = wait_for_end(store, job_ids, timeout)
     if as_json:
         print_json([{"id": j.id, "state": j.state.value, "exit_code": j.exit_code, "attempts": j.attempts}
                     for j in (jobs[job_id] for job_id in job_ids)])
