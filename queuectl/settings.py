@@ -80,11 +80,12 @@ def parse_duration(text: Any, what: str = "a duration", forever: bool = True) ->
 
 
 #: Upper bounds of settings (seconds, bytes), so that no time they make passes what dates can show and no
-#: worker waits beyond reason: a retry delay or a timeout of a year and a day; heartbeats and polls an
-#: hour apart; retention a century (longer: 'forever'); SQLite's and PostgreSQL's largest value (~1 GB).
+#: worker waits beyond reason: a retry delay, a timeout or a stale-after of a year and a day; heartbeats
+#: and polls a day apart; retention a century (longer: 'forever'); SQLite's and PostgreSQL's largest
+#: value (~1 GB). Generous, so that no value a site set before they were bounded stops its workers.
 LONGEST_DELAY = 366 * 86400.0
-LONGEST_BEAT = 3600.0
-LONGEST_STALE = 7 * 86400.0
+LONGEST_BEAT = 86400.0
+LONGEST_STALE = 366 * 86400.0
 LONGEST_KEEP = 36500 * 86400.0
 LARGEST_OUTPUT = 1_000_000_000
 

@@ -604,12 +604,12 @@ def test_config_is_shared_and_persistent(run_cli, db):
     (("set", "job-timeout", "0"), ["job-timeout must be a number > 0 and at most 31622400 or 'none'"]),
     (("set", "job-timeout", "1e9"), ["job-timeout must be a number > 0 and at most 31622400"]),
     (("set", "job-timeout", "-3"), ["job-timeout must be"]),
-    (("set", "heartbeat-interval", "0.01"), ["heartbeat-interval must be a number from 0.05 to 3600"]),
-    (("set", "heartbeat-interval", "1e300"), ["heartbeat-interval must be a number from 0.05 to 3600"]),
-    (("set", "stale-after", "0"), ["stale-after must be a number > 0 and at most 604800"]),
-    (("set", "stale-after", "1e308"), ["stale-after must be a number > 0 and at most 604800"]),
-    (("set", "poll-interval", "0"), ["poll-interval must be a number from 0.01 to 3600"]),
-    (("set", "poll-interval", "1e308"), ["poll-interval must be a number from 0.01 to 3600"]),  # a worker stalled
+    (("set", "heartbeat-interval", "0.01"), ["heartbeat-interval must be a number from 0.05 to 86400"]),
+    (("set", "heartbeat-interval", "1e300"), ["heartbeat-interval must be a number from 0.05 to 86400"]),
+    (("set", "stale-after", "0"), ["stale-after must be a number > 0 and at most 31622400"]),
+    (("set", "stale-after", "1e308"), ["stale-after must be a number > 0 and at most 31622400"]),
+    (("set", "poll-interval", "0"), ["poll-interval must be a number from 0.01 to 86400"]),
+    (("set", "poll-interval", "1e308"), ["poll-interval must be a number from 0.01 to 86400"]),  # a worker stalled
     (("set", "output-limit", "1e6"), ["output-limit must be a whole number from 0 to 1000000000"]),
     (("set", "output-limit", "-1"), ["output-limit must be a whole number from 0 to 1000000000"]),
     (("set", "output-limit", "99999999999999999999999"), ["output-limit must be a whole number from 0 to"]),
