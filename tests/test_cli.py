@@ -419,7 +419,7 @@ def test_every_json_output_is_only_json(run_cli, populated, args):
     (("list", "--limit", "x"), 2, ["--limit"]),
     (("list", "--queue", "\udcff"), 2, ["queue names are"]),
     (("list", "--bogus"), 2, ["No such option"]),
-    (("status", "--db", "x.db"), 2, ["No such option '--db'", "--db goes before the command"]),
+    (("status", "--db", "x.db"), 2, ["No such option", "--db goes before the command"]),
     (("list", "--limit", "99999999999999999999999"), 2, ["--limit", "1<=x<=1000000000"]),  # past SQLite's integer
     (("dlq", "list", "--limit", "9223372036854775808"), 2, ["--limit", "1<=x<=1000000000"]),
     (("worker", "start", "--count", "99999999999999999999"), 2, ["--count", "1<=x<=1000"]),
