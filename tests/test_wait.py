@@ -161,9 +161,7 @@ def test_ctrl_c_stops_wait_and_worker_stop_with_130_and_one_line(tmp_path):
     says it was interrupted; each exits 130 with one line on stderr, and what was done stays done.
     (The command line's handling, the same on both engines: on SQLite, whose open file shows when
     a process has reached its command.)"""
-    import os
-
-    from conftest import WorkerProcs, queuectl, wait_for
+    from conftest import WorkerProcs
 
     db = str(tmp_path / "q.db")
     workers = WorkerProcs(db, tmp_path)

@@ -129,10 +129,15 @@ def _wait_for_enqueued(store, printed: list[str]) -> int:
         click.echo("\n".join(printed))  # the ids first (flushed), for a script that reads them while the jobs run
         jobs, _ = wait_for_end(store, job_ids)
     except KeyboardInterrupt:
-        click.echo(f"queuectl: stopped waiting; the job goes on: queuectl wait {' '.join(job_ids)}", err=True)
-        return 130
+        return _stopped_waiting(job_ids, "the job goes on")
     codes = [exit_status(jobs[job_id]) for job_id in job_ids if job_id in jobs]
     return next((code for code in codes if code != 0), 0)
+
+
+def _stopped_waiting(job_ids: list[str], goes_on: str) -> int:
+    """After Ctrl+C while waiting: say how to wait again; return the exit status, 130 (as a shell's)."""
+    click.echo(f"queuectl: stopped waiting; {goes_on}: queuectl wait {' '.join(job_ids)}", err=True)
+    return 130
 
 
 def _read_jobs(file, now):
@@ -335,8 +340,7 @@ def wait(app, job_ids, timeout, as_json):
     try:
         return _wait(app.store(), job_ids, timeout, as_json)
     except KeyboardInterrupt:
-        click.echo(f"queuectl: stopped waiting; the jobs go on: queuectl wait {' '.join(job_ids)}", err=True)
-        return 130
+        return _stopped_waiting(job_ids, "the jobs go on")
 
 
 def _wait(store, job_ids: list[str], timeout: float | None, as_json: bool) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import dataclasses
 
 import click
 
@@ -64,7 +65,7 @@ def add(app, name, template, cron, every, zone, overlap, replace):
     check_name(name)
     if every is not None and zone is not None:
         raise InvalidInput("--tz applies to --cron only: the slots of --every are its multiples since 1970-01-01 UTC")
-    parse_rule(cron, every, zone or "UTC")  # bad input: refused before the store is opened
+    rule = parse_rule(cron, every, zone or "UTC")  # bad input: refused before the store is opened
     fields = parse_template(template, overlap == "allow")
     store = app.store()
     if zone is None and replace and cron is not None:
@@ -74,7 +75,7 @@ def add(app, name, template, cron, every, zone, overlap, replace):
         if tz and tz != zone:
             click.echo(f"queuectl: warning: $TZ ({tz}) names no time zone; the schedule takes {zone}"
                        " (give --tz)", err=True)
-    rule = parse_rule(cron, every, zone)
+    rule = dataclasses.replace(rule, zone=zone or local_zone())  # a stored or host zone: valid, the rule read once
     sched = store.add_schedule(name, rule, fields, overlap, store.now(), replace=replace)
     click.echo(f"{sched.name}: {rule.text} ({rule.zone}); next run {rule.local(sched.next_at)}")
 
