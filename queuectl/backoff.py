@@ -1,6 +1,23 @@
-"""Retry delays."""
+"""Retries: how many a job has, when its last attempt comes, and the delay before each."""
 
 import math
+
+
+def retry_limit(max_retries: int | None, config: dict) -> int:
+    """Return the retries a job has after its first run: its own `max_retries`, else the
+    `max-retries` setting of `config` (the settings in force)."""
+    return config["max-retries"] if max_retries is None else max_retries
+
+
+def last_attempt(attempts: int, max_retries: int | None, config: dict) -> bool:
+    """True if a job with `attempts` counted runs its last attempt next: if that fails, it is dead.
+
+    The rule that bounds a job's runs when it takes its worker down (README, Crash recovery):
+    a start is recorded lazily, so a recovery that finds a claimed job with no start recorded
+    counts the attempt (it may have run), unless it was the job's last, whose start a worker
+    records before it runs (queuectl.worker): that one cannot have run, and goes back uncounted.
+    """
+    return attempts >= retry_limit(max_retries, config)
 
 
 def backoff_delay(attempts: int, base: float, cap: float) -> float:

@@ -19,9 +19,10 @@ SPAWN_SETTLE seconds: a job started in the instant its worker died may still be 
 its environment not yet readable (proc(5): /proc/PID/environ reads empty until the kernel
 has set up the new program, and a child not yet exec'd shows its parent's). The store's
 `recover` checks, in its transaction, that the worker did not beat since it was judged. A
-recovered job whose start was recorded counts a failed attempt ("worker lost") and follows
-the retry/DLQ rule; one claimed and never recorded as started goes back to pending with no
-attempt counted.
+recovered job counts a failed attempt ("worker lost") and follows the retry/DLQ rule, its
+start recorded or not (it may have run), unless it was to run its last attempt and its start
+was not recorded: a worker records that start before it runs it, so the job goes back to
+pending uncounted (queuectl.backoff.last_attempt).
 
 A worker starting under the name of a dead predecessor recovers its jobs at once
 (`Recovery.predecessor`), and refuses to start while a live worker has the name.

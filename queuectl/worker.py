@@ -24,12 +24,17 @@ give back what it will not run, and claim as many jobs as it has room for. The r
 - Records: an end is recorded at once, unless the worker is busy with short jobs; then within
   RECORD_WITHIN seconds (with the ends that come meanwhile). A start is recorded with the next
   exchange, at the latest RECORD_AFTER seconds after it, together with the job's process
-  group (a job that ends sooner has its start recorded with its end, and its group never).
+  group (a job that ends sooner has its start recorded with its end, and its group never);
+  a job's last attempt (queuectl.backoff.last_attempt) has its start recorded before it runs,
+  one write of its own.
 - A crash between a job's exit and its record re-runs it (at least once): the window is
   RECORD_WITHIN seconds while the worker batches, the exchange's own time otherwise. A crash
-  before a start is recorded (RECORD_AFTER at most) gives the job back without counting the
-  attempt (it may have run: at least once, too); claimed jobs not yet started go back without
-  an attempt. No job starts while the database fails, nor while the last heartbeat is older
+  before a start is recorded (RECORD_AFTER at most) counts the attempt all the same, for the
+  job may have run (a job that kills its worker at once must still reach the dead letter
+  queue): so do the jobs claimed ahead and not started, except one whose next run is its last
+  attempt, which goes back uncounted, since it cannot have started unrecorded. A job thus runs
+  at most max_retries + 1 times however its worker dies; a worker's death may cost the jobs it
+  held in reserve one retry each, never their last. No job starts while the database fails, nor while the last heartbeat is older
   than stale-after / 2: a worker held up (frozen, starved) writes its heartbeat first, and so
   learns whether it was found stale and its claims given back, before it starts what it
   claimed before.
@@ -61,6 +66,7 @@ from typing import Callable, Sequence
 
 from queuectl import procs
 from queuectl import settings as settings_mod
+from queuectl.backoff import last_attempt
 from queuectl.clock import STEP_TOLERANCE, Instant
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, NotFound, QueuectlError
 from queuectl.models import Job, JobState, one_line
@@ -347,11 +353,11 @@ class Worker:
         and tries again DB_RETRY seconds later (the module's watchdog rule).
         """
         now = self.monotonic() if now is None else now
-        self._start_reserved(now)
         if self._retry_at is not None and now < self._retry_at:
             return self._retry_at - now  # jobs run on and their output is read meanwhile
         self._retry_at = None
         try:
+            self._start_reserved(now)
             if now >= self._next_beat or (self.reserve and not self._beat_fresh(now)):
                 if not self._heartbeat():
                     self.exit_code = EXIT_LOST
@@ -373,11 +379,11 @@ class Worker:
             if not stopping and self.scheduler.due(now):
                 if any(f.outcome == "added" for f in self.scheduler.run(self.store, self.now())):
                     self._claim_at = 0.0  # claim the new runs now, not at the next poll
+            self._database_works()
+            self._start_reserved(now)  # what an outage held back (a last attempt's start record failed)
             if self._done(stopping):
                 return None
-            wait = self._next_due(now, stopping)
-            self._database_works()
-            return wait
+            return self._next_due(now, stopping)
         except WorkerGone:
             self.exit_code = self._declared_dead()
             return None
@@ -554,7 +560,12 @@ class Worker:
             return
         while self.reserve and len(self.runner.running) < self.slots and self._db_failing_since is None \
                 and not self.stop_requests:
-            self._start(self.reserve.popleft(), now)
+            job = self.reserve.popleft()
+            try:
+                self._start(job, now)
+            except (DatabaseError, WorkerGone):  # its start could not be recorded first: it did not start
+                self.reserve.appendleft(job)
+                raise
 
     def _beat_fresh(self, now: float) -> bool:
         """True while this worker's last heartbeat is younger than stale-after / 2 at monotonic `now`, so
@@ -562,9 +573,15 @@ class Worker:
         return self._last_beat is not None and now - self._last_beat.mono < self.config["stale-after"] / 2
 
     def _start(self, job: Job, now: float) -> None:
-        """Start a claimed job; its start (its attempt) and process group are recorded by a later exchange."""
+        """Start a claimed job; its start (its attempt) and process group are recorded by a later exchange,
+        except a last attempt's start, recorded first (the module's rules). Raises DatabaseError or
+        WorkerGone, having started nothing, if that record fails."""
         timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
         attempt = job.attempts + 1
+        if last_attempt(job.attempts, job.max_retries, self.config):
+            # Sent again after a lost reply, the record counts nothing twice (the store's _COUNTS).
+            self.store.exchange(self.worker_id, Exchange(running=[Running(job.id, self.clock())]), self.queues,
+                                self.now(), self.config)
         env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
                              "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id)})
         proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)

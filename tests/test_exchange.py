@@ -4,9 +4,9 @@ claimed and not started, and that one exchange is one transaction."""
 
 import pytest
 
+from queuectl.backoff import last_attempt
 from queuectl.models import JobState
 from queuectl.store import Exchange, Outcome, Running, WorkerGone
-from queuectl.store.sql import LOST_UNSTARTED
 from test_store import NOW, add, register
 
 
@@ -79,33 +79,48 @@ def test_a_started_job_is_not_given_back_as_unstarted(store):
     assert (got.state, got.attempts, got.worker_id) == (JobState.PROCESSING, 1, w)
 
 
-def test_recovery_gives_back_unstarted_jobs_without_an_attempt_and_fails_started_ones(store):
+def test_recovery_counts_jobs_that_may_have_run_and_gives_back_those_that_cannot_have(store):
+    # A start not recorded may have happened (lazy records): it counts, unless the job was to run its
+    # last attempt (recorded before it runs) or a cancel was asked (it is cancelled).
     add(store, id="started")
     add(store, id="unstarted")
     add(store, id="unstarted-cancelled")
+    add(store, id="unstarted-last", max_retries=0)
     dead = register(store)
-    store.exchange(dead, Exchange(claim=3), [], NOW)
+    store.exchange(dead, Exchange(claim=4), [], NOW)
     store.exchange(dead, Exchange(running=[Running("started", NOW)]), [], NOW)
     store.cancel(["unstarted-cancelled"], NOW)
     assert {j.job_id: (j.started, j.attempts) for j in store.worker_jobs(dead)} == {
-        "started": (True, 1), "unstarted": (False, 0), "unstarted-cancelled": (False, 0)}
+        "started": (True, 1), "unstarted": (False, 0), "unstarted-cancelled": (False, 0),
+        "unstarted-last": (False, 0)}
     seen = store.worker_by_name("w1").seen
     assert dict(store.recover(dead, seen, NOW + 100)) == {
-        "started": JobState.FAILED, "unstarted": JobState.PENDING, "unstarted-cancelled": JobState.CANCELLED}
-    assert [(j.attempts, j.last_error) for j in map(store.get_job, ("started", "unstarted"))] == [
-        (1, "worker lost"), (0, LOST_UNSTARTED)]
-    assert runs(store) == {"recovered": 1}
+        "started": JobState.FAILED, "unstarted": JobState.FAILED, "unstarted-cancelled": JobState.CANCELLED,
+        "unstarted-last": JobState.PENDING}
+    assert [(j.attempts, j.last_error) for j in map(store.get_job, ("started", "unstarted", "unstarted-last"))] == [
+        (1, "worker lost"), (1, "worker lost"), (0, None)]
+    assert runs(store) == {"recovered": 2}
 
 
-def test_a_job_whose_worker_is_lost_before_its_start_is_recorded_counts_the_second_loss_in_a_row(store):
-    """So a job that kills its worker at once still ends in the dead letter queue."""
-    add(store, id="poison", max_retries=0)
-    for n, (state, attempts) in enumerate([(JobState.PENDING, 0), (JobState.DEAD, 1)]):
+@pytest.mark.parametrize("max_retries", [0, 2])
+def test_a_job_whose_worker_is_lost_at_each_start_runs_at_most_max_retries_plus_one_times(store, max_retries):
+    """Each attempt but the last is lost before its start is recorded, the last one after its start was
+    recorded first, as a worker does (queuectl.backoff.last_attempt): the job is dead after exactly
+    max_retries + 1 runs, and never given back uncounted after a run."""
+    add(store, id="poison", max_retries=max_retries)
+    config = store.settings()
+    for n in range(max_retries + 1):
         w = register(store, f"w{n}")
-        assert [j.id for j in store.exchange(w, Exchange(claim=1), [], NOW)[1]] == ["poison"]
-        assert dict(store.recover(w, store.worker_by_name(f"w{n}").seen, NOW + 100)) == {"poison": state}
-        assert store.get_job("poison").attempts == attempts
-    assert store.get_job("poison").last_error == "worker lost" and runs(store) == {"recovered": 1}
+        now = NOW + 100 * n
+        [job] = store.exchange(w, Exchange(claim=1), [], now)[1]
+        assert (job.id, job.attempts) == ("poison", n)
+        if last_attempt(job.attempts, job.max_retries, config):
+            store.exchange(w, Exchange(running=[Running("poison", now)]), [], now)
+        state = JobState.DEAD if n == max_retries else JobState.FAILED
+        assert dict(store.recover(w, store.worker_by_name(f"w{n}").seen, now + 50)) == {"poison": state}
+        assert store.get_job("poison").attempts == n + 1
+    assert store.get_job("poison").last_error == "worker lost" and runs(store) == {"recovered": max_retries + 1}
+    assert store.exchange(register(store, "late"), Exchange(claim=1), [], NOW + 10_000)[1] == []
 
 
 def test_one_exchange_is_one_transaction_and_a_worker_gone_changes_nothing(store):

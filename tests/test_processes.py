@@ -240,21 +240,24 @@ def test_burst_recovers_and_runs_a_killed_workers_job(db, run_cli, store, worker
     assert status(db)["workers"] == []
 
 
-def test_a_job_that_kills_its_worker_at_once_still_ends_in_the_dead_letter_queue(db, run_cli, store):
-    # Killed within a millisecond of its start, before the start is recorded: the first such loss
-    # gives the job back uncounted, the second in a row counts (queuectl.store.sql.LOST_UNSTARTED).
+@pytest.mark.parametrize("max_retries", [0, 2])
+def test_a_job_that_kills_its_worker_at_once_runs_max_retries_plus_one_times(db, run_cli, store, tmp_path,
+                                                                             max_retries):
+    # Killed within a millisecond of its start, before a lazy start record: every loss counts the
+    # attempt, and the last attempt's start is recorded before it runs (queuectl.backoff.last_attempt).
     configure(run_cli, ("backoff-max", "0"))
-    enqueue(run_cli, id="poison", command="kill -9 $PPID", max_retries=1)
+    ran = tmp_path / "ran"
+    enqueue(run_cli, id="poison", command=f"echo x >> {safe_path(ran)}; kill -9 $PPID", max_retries=max_retries)
     killed = 0
     while True:  # each worker of the name first recovers what the killed one left
         r = queuectl(db, "worker", "start", "--burst", "--name", "victim", check=False, timeout=30)
         if r.returncode == 0:
             break
-        assert r.returncode == -signal.SIGKILL and killed < 8, (killed, r.stderr)
+        assert r.returncode == -signal.SIGKILL and killed <= max_retries, (killed, r.stderr)
         killed += 1
     job = store.get_job("poison")
-    assert (job.state, job.attempts, job.last_error) == (JobState.DEAD, 2, "worker lost"), job
-    assert 2 <= killed <= 4, killed  # two attempts; at most one uncounted loss before each
+    assert (job.state, job.attempts, job.last_error) == (JobState.DEAD, max_retries + 1, "worker lost"), job
+    assert (killed, ran.read_text().count("x")) == (max_retries + 1, max_retries + 1)
 
 
 def test_a_silent_worker_of_another_host_is_recovered_after_stale_after_of_watching(

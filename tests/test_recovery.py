@@ -113,6 +113,7 @@ def test_a_sweep_looks_for_a_dead_workers_unrecorded_groups_only_after_spawn_set
     sweep(100.0 + SPAWN_SETTLE / 2)
     assert store.get_job("x").state == JobState.PROCESSING
     sweep(100.0 + SPAWN_SETTLE)
-    assert (store.get_job("x").state, store.get_job("x").attempts, recovery.held) == (JobState.PENDING, 0, 0)
+    # It ran unrecorded: its attempt counts (queuectl.backoff.last_attempt).
+    assert (store.get_job("x").state, store.get_job("x").attempts, recovery.held) == (JobState.FAILED, 1, 0)
     # SIGKILL is sent at once; the process may take a moment to exit
     wait_for(lambda: live_members(leftover) == [], timeout=10, message="the killed group to be gone")

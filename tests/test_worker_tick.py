@@ -176,13 +176,14 @@ def test_a_worker_held_up_past_half_stale_after_beats_before_it_starts_a_claimed
     worker.tick()  # j0 recorded, j1 running, j2 and j3 in the reserve
     end_one(worker)
     assert [j.id for j in worker.reserve] == ["j2", "j3"]
-    # Held up (frozen) for longer than stale-after, and found stale meanwhile: its claims went back.
+    # Held up (frozen) for longer than stale-after, and found stale meanwhile: its claims went back, each
+    # counting the attempt it may have started (queuectl.backoff.last_attempt).
     clock.t += worker.config["stale-after"] + 1
     seen = store.worker_by_name("tick").seen
-    assert dict(store.recover(worker.worker_id, seen, 1_000_000.0 + clock.t))["j2"] == JobState.PENDING
+    assert dict(store.recover(worker.worker_id, seen, 1_000_000.0 + clock.t))["j2"] == JobState.FAILED
     assert worker.tick() is None and worker.exit_code == worker_mod.EXIT_LOST
     assert [j.id for j in worker.reserve] == ["j2", "j3"] and not worker.runner.running  # started neither
-    assert [(store.get_job(j).state, store.get_job(j).attempts) for j in ("j2", "j3")] == [(JobState.PENDING, 0)] * 2
+    assert [(store.get_job(j).state, store.get_job(j).attempts) for j in ("j2", "j3")] == [(JobState.FAILED, 1)] * 2
 
 
 @pytest.fixture
@@ -310,3 +311,45 @@ def test_a_claim_held_back_by_a_rate_limit_is_tried_again_when_the_window_frees_
         while w.runner.running:
             w.runner.wait(None)
         w.runner.close()
+
+
+def test_a_last_attempt_has_its_start_recorded_before_it_runs_and_others_lazily(store, clock, worker, tmp_path):
+    # queuectl.backoff.last_attempt: a recovery that finds a last attempt unrecorded knows it never ran.
+    marker = tmp_path / "ran"
+    add(store, id="last", command=f"touch {marker}; sleep 30", max_retries=0)
+    add(store, id="lazy", command="sleep 30", max_retries=1)
+    worker.tick()  # claims "last" (the only slot) and starts it
+    assert "last" in worker.runner.running
+    job = store.get_job("last")
+    assert (job.attempts, job.started_at) == (1, 1_000_000.0 + clock.t)  # recorded before any exchange
+    worker.runner.stop_all(signal.SIGKILL)
+    while worker.runner.running:
+        end_one(worker)
+    clock.t += 1
+    worker.tick()  # records the end of "last" (dead: its only attempt) and starts "lazy"
+    assert "lazy" in worker.runner.running
+    assert (store.get_job("lazy").attempts, store.get_job("lazy").started_at) == (0, None)  # not yet recorded
+    clock.t += worker_mod.RECORD_AFTER
+    worker.tick()
+    assert store.get_job("lazy").attempts == 1
+
+
+def test_a_last_attempt_whose_start_cannot_be_recorded_does_not_start(store, clock, worker, monkeypatch):
+    add(store, id="last", command="true", max_retries=0)
+    real = store.exchange
+    calls = []
+
+    def exchange(worker_id, ex, *args):  # the claim goes through; the start record before the run fails
+        calls.append(ex)
+        if ex.running and not ex.claim:
+            raise DatabaseUnavailable("database unavailable: test")
+        return real(worker_id, ex, *args)
+
+    monkeypatch.setattr(store, "exchange", exchange)
+    worker.tick()
+    assert not worker.runner.running and [j.id for j in worker.reserve] == ["last"]
+    assert (store.get_job("last").attempts, store.get_job("last").started_at) == (0, None)
+    monkeypatch.setattr(store, "exchange", real)
+    clock.t += worker_mod.DB_RETRY
+    worker.tick()
+    assert "last" in worker.runner.running and store.get_job("last").attempts == 1

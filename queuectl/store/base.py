@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from queuectl.backoff import backoff_delay
+from queuectl.backoff import backoff_delay, retry_limit
 from queuectl.clock import Instant
 from queuectl.errors import Conflict, NotFound
 from queuectl.models import JobState
@@ -199,7 +199,6 @@ def after_failure(attempts: int, max_retries: int | None, now: Instant, config: 
     """
     if cancel_requested_at is not None:
         return JobState.CANCELLED, (None, None, None, None)
-    limit = config["max-retries"] if max_retries is None else max_retries
-    if attempts > limit:
+    if attempts > retry_limit(max_retries, config):
         return JobState.DEAD, (None, None, None, None)
     return JobState.FAILED, schedule(now, backoff_delay(attempts, config["backoff-base"], config["backoff-max"]))

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from queuectl import settings as settings_mod
+from queuectl.backoff import last_attempt
 from queuectl.clock import STEP_TOLERANCE, Instant, instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import NewJob
@@ -571,10 +572,12 @@ class SqlStore(ScheduleStore, LimitStore):
         already recovered by another is left alone).
         `worker_id` None recovers the jobs whose worker row is gone. Each job whose start was
         recorded counts a failed attempt, error "worker lost", and follows the retry/DLQ rule;
-        a job claimed and never recorded as started goes back to pending with no attempt
-        counted (cancelled, if a cancel was requested), error LOST_UNSTARTED, unless its last
-        loss was such a one: then it counts the attempt as a started job does; the dead
-        worker's registration is removed. `config`, the settings in force as the caller
+        so does a job claimed and never recorded as started (its worker may have started it an
+        instant before it died), unless a cancel of it was requested (it is cancelled) or its
+        next run was its last attempt, which a worker records before it starts it (so it never
+        ran: back to pending, no attempt counted; queuectl.backoff.last_attempt). A job that kills
+        its worker at once thus runs at most max_retries + 1 times. The dead worker's
+        registration is removed. `config`, the settings in force as the caller
         read them, spares reading them again.
         """
         now = instant(now)
@@ -592,7 +595,7 @@ class SqlStore(ScheduleStore, LimitStore):
         config = config or self._settings(c)
         if worker_id is None:
             rows = c.execute(
-                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at, last_error FROM jobs"
+                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at FROM jobs"
                 " WHERE state = 'processing'"
                 f" AND (worker_id IS NULL OR worker_id NOT IN (SELECT id FROM workers)){self.FOR_UPDATE}"
             ).fetchall()
@@ -601,23 +604,21 @@ class SqlStore(ScheduleStore, LimitStore):
             # in flight (it holds a share lock on the row), whose jobs the next read then sees.
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
             rows = c.execute(
-                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at, last_error FROM jobs"
+                "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at FROM jobs"
                 f" WHERE state = 'processing' AND worker_id = ?{self.FOR_UPDATE}",
                 (worker_id,),
             ).fetchall()
         recovered = []
         for r in rows:
             unstarted = r["started_at"] is None  # claimed, and no start recorded (it may have run)
-            if unstarted and r["cancel_requested_at"] is not None:
+            if unstarted and (r["cancel_requested_at"] is not None
+                              or last_attempt(r["attempts"], r["max_retries"], config)):
+                # Not run: a cancel was asked before its start, or it was to run its last attempt,
+                # whose start the worker records first (queuectl.backoff.last_attempt).
                 c.execute(f"UPDATE jobs SET {_RELEASED}, updated_at = ? WHERE seq = ?", (now.wall, now.wall, r["seq"]))
-                recovered.append((r["id"], JobState.CANCELLED))
+                recovered.append((r["id"], JobState.CANCELLED if r["cancel_requested_at"] else JobState.PENDING))
                 continue
-            if unstarted and r["last_error"] != LOST_UNSTARTED:  # given back with no attempt, once in a row
-                c.execute("UPDATE jobs SET state = 'pending', last_error = ?, updated_at = ?, worker_id = NULL,"
-                          " pgid = NULL, pgid_start = NULL WHERE seq = ?", (LOST_UNSTARTED, now.wall, r["seq"]))
-                recovered.append((r["id"], JobState.PENDING))
-                continue
-            attempts = r["attempts"] + unstarted  # lost unstarted a second time in a row: it counts
+            attempts = r["attempts"] + unstarted  # lost before its start was recorded: it may have run
             state, schedule = after_failure(attempts, r["max_retries"], now, config, r["cancel_requested_at"])
             c.execute(
                 f"UPDATE jobs SET state = ?, attempts = ?, started_at = coalesce(started_at, ?), {_RESCHEDULE},"
@@ -1003,10 +1004,6 @@ def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str,
     return where, params
 
 
-#: The last_error of a job given back by a recovery with no attempt counted: its worker was lost
-#: before the job's start was recorded. A job lost so twice in a row counts the attempt the
-#: second time, so that a job that kills its worker at once still ends in the dead letter queue.
-LOST_UNSTARTED = "worker lost before the job's start was recorded"
 #: The attempt a record of a start counts (parameter: 1 if it records one, else 0): none if the job's
 #: start is recorded already, so that an exchange sent again (its reply lost, its commit unknown)
 #: counts nothing twice.
