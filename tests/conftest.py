@@ -60,6 +60,20 @@ def snapshot(path) -> tuple:
         con.close()
 
 
+def json_error_position(text: str) -> str:
+    """Where this Python's json module says `text` breaks: "column C" on line 1, else "line L column C".
+
+    Tests assert the position queuectl reports against this, not one Python release's wording:
+    Python 3.13 puts a trailing comma's error one column before 3.11 does.
+    Raises AssertionError if `text` is valid JSON.
+    """
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as e:
+        return f"column {e.colno}" if e.lineno == 1 else f"line {e.lineno} column {e.colno}"
+    raise AssertionError(f"{text!r} is valid JSON")
+
+
 def assert_error(result, code: int, *fragments: str) -> str:
     """One line on stderr, 'queuectl: error: ...', exit `code`, nothing on stdout; return the line."""
     assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
