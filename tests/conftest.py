@@ -3,6 +3,7 @@ and a real PostgreSQL server that the session starts itself (pg_server, pg_uri, 
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
@@ -58,6 +59,20 @@ def snapshot(path) -> tuple:
         return pragmas, tuple(con.iterdump())
     finally:
         con.close()
+
+
+def json_error_position(text: str) -> str:
+    """Where this Python's json module says `text` breaks: "column C" on line 1, else "line L column C".
+
+    Tests assert the position queuectl reports against this, not one Python release's wording:
+    Python 3.13 puts a trailing comma's error one column before 3.11 does.
+    Raises AssertionError if `text` is valid JSON.
+    """
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as e:
+        return f"column {e.colno}" if e.lineno == 1 else f"line {e.lineno} column {e.colno}"
+    raise AssertionError(f"{text!r} is valid JSON")
 
 
 def assert_error(result, code: int, *fragments: str) -> str:
@@ -137,6 +152,16 @@ def run_cli(db) -> Cli:
 # Tests never read the host's /etc/queuectl/queuectl.conf (their own processes inherit this too).
 os.environ["QUEUECTL_CONFIG"] = ""
 
+#: What a service manager hands the processes it starts (sd_notify(3), sd_listen_fds(3), the journal's
+#: stream): a shell in a systemd-nspawn container or a command run from a unit carries some of them.
+#: The suite clears them at its start, for itself and every program it starts: a test that wants one
+#: sets it in its child's environment (with NOTIFY_SOCKET inherited, `worker start` would report to the
+#: shell's systemd, and before issue 25 a burst worker waited for ever for an unreachable server).
+SERVICE_MANAGER_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
+                       "LISTEN_FDNAMES", "JOURNAL_STREAM")
+for _name in SERVICE_MANAGER_ENV:
+    os.environ.pop(_name, None)
+
 QUEUECTL = [sys.executable, "-m", "queuectl"]
 
 
@@ -199,6 +224,33 @@ def require(reason: str | None, tier: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"the {tier} tier cannot run in CI: {reason}")
     pytest.skip(reason)
+
+
+#: Seconds a test of these tiers may take (pytest-timeout; pyproject.toml's `timeout` covers the rest):
+#: they build the .deb, boot containers, install packages or run at full size. A test's own
+#: @pytest.mark.timeout wins.
+TIER_TIMEOUTS = {"system": 1800, "multihost": 1800, "chaos": 1200}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tiers = [seconds for tier, seconds in TIER_TIMEOUTS.items() if item.get_closest_marker(tier)]
+        if tiers and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(max(tiers)))
+
+
+def import_or_skip(module: str):
+    """Import and return `module`, or skip the test saying why it cannot load.
+
+    Any ImportError skips, not only ModuleNotFoundError (pytest.importorskip's rule since pytest 9):
+    psycopg installed without the libpq it loads raises a plain ImportError. A driver is optional
+    (the package build has none), so this skips even under CI=true; tests that need a server use
+    require_postgres, which says what to install.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        pytest.skip(f"{module} cannot be imported: {e}".replace("\n", " "))
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):

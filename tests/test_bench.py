@@ -16,6 +16,7 @@ pytestmark = pytest.mark.processes
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.timeout(600)  # its run may take 300 s
 def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     no_postgres = os.environ.get("QUEUECTL_TEST_POSTGRES") == "skip"  # as the PostgreSQL tests skip

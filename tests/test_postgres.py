@@ -17,11 +17,12 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, configure, enqueue, queuectl, raw_sql, wait_for
+from conftest import QUEUECTL, configure, enqueue, import_or_skip, queuectl, raw_sql, wait_for
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 from queuectl.models import JobState
 from queuectl.store import open_store
 from queuectl.store.postgres_schema import SCHEMA_VERSION
+from pgserver import free_port
 from test_notify import NotifySocket
 
 PASSWORD = "s3cret-pw"  # the pg_server fixture's qpass role
@@ -123,7 +124,7 @@ def test_a_malformed_uri_is_bad_input(pg_server):
 
 def test_values_that_libpq_checks_only_when_it_connects_are_bad_input_too():
     # (Others, such as sslmode=bogus, give exit 1: psycopg 3.1 cuts libpq's message to the value.)
-    pytest.importorskip("psycopg")  # no server needed, but the driver (the package build may lack it)
+    import_or_skip("psycopg")  # no server needed, but the driver (the package build may lack it)
     uri = f"postgresql://u:{PASSWORD}@127.0.0.1:notaport/queuectl"
     line = one_error_line(queuectl(uri, "status", check=False), 2)
     assert "not a valid PostgreSQL URI" in line and PASSWORD not in line, line
@@ -187,6 +188,22 @@ def _log(proc) -> str:
     proc.log.flush()
     proc.log.seek(0)
     return proc.log.read().decode(errors="replace")
+
+
+def _exit_within(proc, timeout: float) -> tuple[int | None, list[str]]:
+    """Wait up to `timeout` seconds for `proc` to exit; return its exit code (None: it was still running,
+    and is SIGKILLed) and the lines of its log."""
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    lines = _log(proc).splitlines()
+    proc.log.close()
+    return code, lines
 
 
 def _stop(proc) -> int:
@@ -396,22 +413,33 @@ def test_under_systemd_a_worker_waits_for_an_unreachable_server_only(pg_server, 
         open_store(db).close()
         raw_sql(db, "UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
         w = _start_worker(db, tmp_path, "--name", "newer", env={"NOTIFY_SOCKET": sock.address})
-        try:
-            code = w.wait(30)
-        except subprocess.TimeoutExpired:
-            code = None  # waiting, as for a server not yet up
-        finally:
-            if w.poll() is None:
-                os.killpg(w.pid, signal.SIGKILL)
-                w.wait()
-        lines = _log(w).splitlines()
-        w.log.close()
+        code, lines = _exit_within(w, 30)
         assert code == 1 and len(lines) == 1, lines
         assert lines[0].startswith("queuectl: error: ") and "newer than this queuectl's" in lines[0], lines
         assert not any(s.startswith("waiting for the database") for s in sock.statuses())
     finally:
         sock.close()
         pg_server.drop_database(name)
+
+
+@pytest.mark.processes
+def test_under_systemd_a_burst_worker_does_not_wait_for_an_unreachable_server(tmp_path):
+    # A batch fails rather than hangs, whoever runs it: a unit's ExecStart, or any shell with
+    # NOTIFY_SOCKET set (systemd-nspawn's); the server's wait is for long-running workers (issue 25).
+    import_or_skip("psycopg")
+    db = f"postgresql://queuectl@127.0.0.1:{free_port()}/queuectl"
+    sock = NotifySocket(f"@queuectl-test/{os.getpid()}/{time.monotonic_ns()}")
+    try:
+        began = time.monotonic()
+        w = _start_worker(db, tmp_path, "--burst", "--name", "batch", env={"NOTIFY_SOCKET": sock.address})
+        code, lines = _exit_within(w, 30)
+        took = time.monotonic() - began
+        assert code == 1 and len(lines) == 1, (code, lines)
+        assert lines[0].startswith("queuectl: error: cannot connect to database "), lines
+        assert took < 15, took  # one try (connect_timeout bounds it), no retries
+        assert not any(s.startswith("waiting for the database") for s in sock.statuses())
+    finally:
+        sock.close()
 
 
 def test_the_site_configuration_may_name_a_postgresql_database(db, tmp_path):

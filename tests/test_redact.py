@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import QUEUECTL, Cli, assert_error
+from conftest import QUEUECTL, Cli, assert_error, import_or_skip
 from pgserver import free_port
 from queuectl.dburi import redact, secrets, uri_error
 
@@ -222,7 +222,7 @@ CLI_SHAPES = [  # (URI with {port}, its password as written, exit code, what the
 
 @pytest.mark.parametrize("template, shown, code, fragment", CLI_SHAPES)
 def test_every_command_hides_the_password_of_every_shape(template, shown, code, fragment, dead_port, tmp_path):
-    pytest.importorskip("psycopg")
+    import_or_skip("psycopg")
     for args, r in run_everywhere(template.format(port=dead_port), tmp_path):
         assert r.exit_code in (code if isinstance(code, tuple) else (code,)), (args, r.exit_code, r.stderr)
         assert_hidden(assert_error(r, r.exit_code, fragment), unquote(shown, errors="replace"), shown)
@@ -230,7 +230,7 @@ def test_every_command_hides_the_password_of_every_shape(template, shown, code, 
 
 @pytest.mark.parametrize("source", ["environment", "config"])
 def test_a_uri_from_the_environment_or_the_file_hides_its_password_too(source, tmp_path):
-    pytest.importorskip("psycopg")
+    import_or_skip("psycopg")
     for uri in ("postgresql://alice@[127.0.0.1/db?password=QxPw9plain", "postgres:/alice:QxPw9near@h/db"):
         for args, r in run_everywhere(uri, tmp_path, source):
             assert_hidden(assert_error(r, 78), "QxPw9", uri)
@@ -254,7 +254,7 @@ def test_a_configuration_file_line_without_a_section_is_not_repeated(tmp_path):
 
 
 def test_a_real_process_hides_a_query_password_and_a_byte_that_is_not_utf8(tmp_path):
-    pytest.importorskip("psycopg")
+    import_or_skip("psycopg")
     for uri, code in ((b"postgresql://alice@[127.0.0.1/db?password=QxPw9plain", 2),
                       (b"postgresql://alice:QxPw9\xff@127.0.0.1:1/db", 2)):
         r = subprocess.run([*QUEUECTL, b"--db", uri, "status"], capture_output=True, timeout=60,

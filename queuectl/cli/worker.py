@@ -80,7 +80,7 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
         raise InvalidInput("--pidfile and --log-file go with --daemon")
 
     def make_worker():
-        return Worker(_open_store(app), name=name, slots=count, queues=queues, burst=burst,
+        return Worker(_open_store(app, wait=not burst), name=name, slots=count, queues=queues, burst=burst,
                       unit=os.environ.get("QUEUECTL_UNIT") or None)
 
     if daemon:
@@ -106,11 +106,13 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
 CONNECT_RETRY_MIN, CONNECT_RETRY_MAX = 1.0, 16.0
 
 
-def _open_store(app):
+def _open_store(app, wait: bool = True):
     """The worker's store. Under systemd, a PostgreSQL server that cannot be reached yet (it boots, the
-    network comes up: DatabaseUnavailable) is waited for, with STATUS= saying so: systemd's TimeoutStartSec
-    bounds the wait, and restarting at once would soon hit the unit's start limit. Elsewhere, and on any
-    other error, the error ends the command."""
+    network comes up: DatabaseUnavailable) is waited for, with STATUS= saying so, retrying every
+    CONNECT_RETRY_MIN to CONNECT_RETRY_MAX seconds: systemd's TimeoutStartSec bounds the wait, and
+    restarting at once would soon hit the unit's start limit. Elsewhere, with `wait` False (a burst
+    worker: a batch that cannot reach its database fails rather than hangs, whoever started it), and
+    on any other error, the error (DatabaseUnavailable, ...) ends the command."""
     from queuectl.errors import DatabaseUnavailable
     from queuectl.notify import Notifier
 
@@ -119,7 +121,7 @@ def _open_store(app):
         try:
             return app.store(durable=False, session=True)
         except DatabaseUnavailable as e:
-            if not (notifier.enabled and is_postgres(app)):
+            if not (wait and notifier.enabled and is_postgres(app)):
                 raise
             if str(e) != said:
                 click.echo(f"queuectl: {e}; waiting for it", err=True)

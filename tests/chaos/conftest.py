@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+from typing import Sequence
 
 import pytest
 
+from conftest import require  # tests/conftest.py
 from figures import report_figures  # tests/figures.py
 from queuectl.store import is_uri, open_store
 
@@ -19,6 +22,19 @@ from queuectl.store import is_uri, open_store
 @pytest.fixture
 def figures(request):
     yield from report_figures(request, "chaos")
+
+
+def require_privilege(what: str, command: Sequence[str]) -> None:
+    """Run `command`, which exercises a privilege (a mount, a namespace): the case's own action or a
+    probe of it. Without root: skip, or fail under CI (CI runs as root). As root, a refusal skips
+    the case with `what` and the refusal, CI or not: the machine lacks the privilege (a container's
+    manager withholds it: systemd-nspawn refuses a bind mount over /proc), not the setup.
+    """
+    require(None if os.geteuid() == 0 else f"{what} needs root", "chaos")
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        refusal = (proc.stderr.strip() or f"exit {proc.returncode}").replace("\n", " ")
+        pytest.skip(f"this machine refuses {what} (in a container?): {refusal}")
 
 
 def integrity(db: str) -> str:

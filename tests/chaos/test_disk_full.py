@@ -17,11 +17,11 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, configure, require, wait_for
+from conftest import QUEUECTL, configure, wait_for
 from queuectl.models import JobState
 from queuectl.store import SqliteStore
 
-from .conftest import cpu_seconds, integrity
+from .conftest import cpu_seconds, integrity, require_privilege
 
 pytestmark = pytest.mark.chaos
 
@@ -30,12 +30,12 @@ OUTPUT = 2 * 1024 * 1024  # bytes each big job prints: more than the WAL holds b
 
 @pytest.fixture
 def small_fs(tmp_path):
-    require(None if os.geteuid() == 0 else "mounting a small filesystem needs root", "chaos")
     mnt = tmp_path / "small"
     mnt.mkdir()
     # Room, once the filler is gone, for the four results twice (in the WAL and, after a
     # checkpoint, in the database) and a job more: 16 MiB was not, and the last enqueue failed.
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m,mode=0700", "tmpfs", str(mnt)], check=True)
+    require_privilege("mounting a small filesystem", ["mount", "-t", "tmpfs", "-o", "size=48m,mode=0700", "tmpfs",
+                                                      str(mnt)])
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 

@@ -27,9 +27,9 @@ from urllib.parse import unquote
 
 import pytest
 
-from conftest import QUEUECTL, configure, require, wait_for
+from conftest import QUEUECTL, configure, wait_for
 
-from .conftest import integrity
+from .conftest import integrity, require_privilege
 from .load import RunLog
 
 pytestmark = pytest.mark.chaos
@@ -80,13 +80,7 @@ class Fleet:
 
     def start(self, name: str, *args: str, far: bool = False) -> subprocess.Popen:
         """Start worker `name` (two slots); `far`: as another host (needs root: namespaces and a mount)."""
-        wrapper = ()
-        if far:
-            boot = self.tmp_path / "far-boot-id"
-            boot.write_text("0f0f0f0f-0000-4000-8000-00000000000f\n")
-            wrapper = ("unshare", "--uts", "--mount", "sh", "-c",
-                       f'hostname {FAR_HOST} && mount --bind {boot} /proc/sys/kernel/random/boot_id && exec "$@"',
-                       "sh")
+        wrapper = far_host(self.tmp_path) if far else ()
         self.procs[name] = self.workers.start("--name", name, "--count", "2", *args, wrapper=wrapper)
         return self.procs[name]
 
@@ -231,6 +225,16 @@ def test_a_connection_kill_storm_while_two_workers_drain(fleet, pg_server, figur
     fleet.check(figures)
 
 
+def far_host(tmp_path) -> tuple[str, ...]:
+    """A wrapper (it execs its arguments) that runs a command as another host: in namespaces of its own,
+    with hostname FAR_HOST and a boot id of its own bound over /proc's. Needs root, and a machine that
+    allows the bind mount over /proc (systemd-nspawn's containers do not)."""
+    boot = tmp_path / "far-boot-id"
+    boot.write_text("0f0f0f0f-0000-4000-8000-00000000000f\n")
+    return ("unshare", "--uts", "--mount", "sh", "-c",
+            f'hostname {FAR_HOST} && mount --bind {boot} /proc/sys/kernel/random/boot_id && exec "$@"', "sh")
+
+
 def _timed(db: str, *args: str) -> tuple[subprocess.CompletedProcess, float]:
     began = time.monotonic()
     r = subprocess.run([*QUEUECTL, "--db", db, *args], capture_output=True, text=True, timeout=60)
@@ -239,7 +243,8 @@ def _timed(db: str, *args: str) -> tuple[subprocess.CompletedProcess, float]:
 
 def test_a_30_s_outage_loses_nothing_reruns_nothing_and_recovers_no_live_worker(
         fleet, db, pg_server, tmp_path, figures):
-    require(None if os.geteuid() == 0 else "another host's worker needs root (unshare, mount)", "chaos")
+    require_privilege("another host's worker (unshare, a bind mount over /proc's boot id)",
+                      [*far_host(tmp_path), "true"])
     through, during = tmp_path / "release-through", tmp_path / "release-during"
     # Each worker serves a queue of its own, so that each holds one job that runs through the
     # outage and one that ends in it (its result held in memory); 20 more wait for the end.

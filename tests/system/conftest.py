@@ -14,7 +14,8 @@ import pytest
 
 from conftest import require as require_for, wait_for  # tests/conftest.py
 
-from .container import REPO, Container, debian_python_missing, install_source, missing_prerequisites
+from .container import (RELEASES, REPO, Container, debian_python_missing, install_source, missing_prerequisites,
+                        release_root)
 
 
 def until(predicate, what: str, timeout: float = 60.0):
@@ -27,11 +28,21 @@ def require(reason: str | None) -> None:
     require_for(reason, "system")
 
 
+@pytest.fixture(scope="module", params=RELEASES)
+def release(request) -> str:
+    """The Debian release a module's container runs: each module's tests run on each of RELEASES."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def booted():
-    """A freshly booted container for one test module."""
-    require(missing_prerequisites())
-    container = Container()
+def booted(release):
+    """A freshly booted container of Debian `release` for one test module (its root: release_root)."""
+    require(missing_prerequisites(release))
+    try:
+        lower = release_root(release)
+    except RuntimeError as e:  # debootstrap failed: no route to Debian's archive, say
+        require(str(e))
+    container = Container(machine=f"qtest-{release[:4]}-{os.getpid()}", lower=lower)
     try:
         container.boot()
         yield container
@@ -42,7 +53,7 @@ def booted():
 @pytest.fixture(scope="module")
 def source_install(booted):
     """The container with queuectl installed from this source tree: launcher, units, system user."""
-    require(debian_python_missing())
+    require(debian_python_missing(root=booted.lower))
     c = booted
     install_source(c)
     for unit in (REPO / "systemd").iterdir():

@@ -6,6 +6,8 @@ vanishes at teardown; the host's installed packages are visible inside.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import signal
@@ -30,8 +32,30 @@ main()
 MASKED = ("postgresql.service", "postgresql@.service")
 
 
-def missing_prerequisites() -> str | None:
-    """Return why a container cannot be booted here, or None if it can."""
+#: The Debian releases the system tier boots, each with its Python: this host's own (an overlay of its
+#: root) and the other, from a root that debootstrap makes (release_root).
+RELEASES = ("bookworm", "trixie")
+#: Where debootstrapped roots are kept between runs (QUEUECTL_TEST_CACHE overrides).
+CACHE = Path(os.environ.get("QUEUECTL_TEST_CACHE", "/var/cache/queuectl-tests"))
+MIRROR = "http://deb.debian.org/debian"
+#: What a debootstrapped root has beyond minbase: a systemd that boots, what the tests run inside, and
+#: every dependency of the .deb and of queuectl from source (so that installing them needs no network).
+ROOT_PACKAGES = ("systemd", "systemd-sysv", "dbus", "procps", "man-db", "passwd", "python3", "python3-click",
+                 "python3-sdnotify", "python3-daemon", "python3-croniter", "python3-psycopg", "tzdata")
+#: Days a debootstrapped root serves before it is made again from the archive (which moves on).
+ROOT_MAX_AGE_DAYS = 7
+
+
+def host_release() -> str:
+    """This machine's Debian release ("bookworm", "trixie", ...): VERSION_CODENAME of /etc/os-release."""
+    for line in Path("/etc/os-release").read_text().splitlines():
+        if line.startswith("VERSION_CODENAME="):
+            return line.split("=", 1)[1].strip().strip('"')
+    return ""
+
+
+def missing_prerequisites(release: str | None = None) -> str | None:
+    """Return why a container (of Debian `release`; None: this host's) cannot be booted here, or None if it can."""
     if os.geteuid() != 0:
         return "needs root (systemd-nspawn and mounts)"
     for tool in ("systemd-nspawn", "nsenter", "mount"):
@@ -39,12 +63,69 @@ def missing_prerequisites() -> str | None:
             return f"{tool} is missing (apt-get install systemd-container util-linux)"
     if not Path("/lib/systemd/systemd").exists():
         return "systemd is not installed (apt-get install systemd)"
+    if release not in (None, host_release()) and shutil.which("debootstrap") is None:
+        return f"a Debian {release} root is made with debootstrap, which is missing (apt-get install debootstrap)"
     return None
 
 
-def debian_python_missing(modules: Sequence[str] = ("click", "sdnotify", "daemon", "croniter")) -> str | None:
-    """Return what Debian's python3 lacks to run queuectl from source (and import `modules`), or None."""
-    probe = subprocess.run(["/usr/bin/python3", "-c", f"import {', '.join(modules)}"], capture_output=True)
+def release_root(release: str) -> Path:
+    """Return the root a container of Debian `release` boots from, as the lower layer of its overlay.
+
+    This host's own root ("/") if it runs `release`; else a root that `debootstrap` makes from
+    Debian's archive (about 40 s, and 330 MB), kept under CACHE in a directory named after its
+    recipe (release, mirror, packages: a changed recipe makes a new root) and made again once it is
+    ROOT_MAX_AGE_DAYS days old. Concurrent test runs wait on a lock while one makes it. Raises
+    RuntimeError (with debootstrap's last lines) if debootstrap fails.
+    """
+    if release == host_release():
+        return Path("/")
+    recipe = "\n".join([release, MIRROR, "minbase", *ROOT_PACKAGES])
+    root = CACHE / f"{release}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
+    made = root / ".queuectl-made"  # written last: a root without it is incomplete
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{release}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if made.exists() and time.time() - made.stat().st_mtime < ROOT_MAX_AGE_DAYS * 86400:
+            return root
+        fresh = root.with_name(root.name + ".new")
+        _remove_root(fresh)
+        try:
+            proc = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(ROOT_PACKAGES)}",
+                                   release, str(fresh), MIRROR], capture_output=True, text=True, timeout=1200)
+        finally:
+            _unmount_under(fresh)  # debootstrap's /proc and /sys, if it was stopped before it unmounted them
+        if proc.returncode != 0:
+            _remove_root(fresh)
+            raise RuntimeError(f"debootstrap {release} exited {proc.returncode}:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+        (fresh / made.name).write_text(recipe + "\n")
+        _remove_root(root)
+        fresh.rename(root)
+        return root
+
+
+def _unmount_under(path: Path) -> None:
+    """Unmount (lazily) every mount at or below `path`, deepest first."""
+    prefix = str(path.resolve())
+    with open("/proc/self/mounts") as mounts:
+        targets = [line.split()[1].encode().decode("unicode_escape") for line in mounts]
+    for target in sorted({t for t in targets if t == prefix or t.startswith(prefix + "/")}, reverse=True):
+        subprocess.run(["umount", "-l", target], capture_output=True)
+
+
+def _remove_root(path: Path) -> None:
+    """Remove a debootstrapped root, never crossing into a mount below it (a /proc, a bind of /dev)."""
+    if path.exists():
+        _unmount_under(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def debian_python_missing(modules: Sequence[str] = ("click", "sdnotify", "daemon", "croniter"),
+                          root: Path = Path("/")) -> str | None:
+    """Return what Debian's python3 (of the system under `root`) lacks to run queuectl from source
+    (and import `modules`), or None."""
+    chroot = [] if root == Path("/") else ["chroot", str(root)]
+    probe = subprocess.run([*chroot, "/usr/bin/python3", "-B", "-c", f"import {', '.join(modules)}"],
+                           capture_output=True)
     if probe.returncode != 0:
         packages = " ".join(f"python3-{m}" for m in modules)
         return f"Debian's python3 lacks {'/'.join(modules)} (apt-get install {packages})"
@@ -65,12 +146,14 @@ class Container:
     and it gets a machine id of its own. Two containers booted at once need two names.
     `nspawn_args` are added to systemd-nspawn's command line (`--bind=...`, say). The
     units in `mask` are masked before boot: the host's servers (PostgreSQL) would otherwise
-    start inside too, on the network the container shares with the host.
+    start inside too, on the network the container shares with the host. `lower` is the root
+    under the overlay: this host's by default, or another release's (release_root).
     """
 
     def __init__(self, machine: str | None = None, nspawn_args: Sequence[str] = (),
-                 mask: Sequence[str] = MASKED):
+                 mask: Sequence[str] = MASKED, lower: Path = Path("/")):
         self.machine = machine or f"qtest-{os.getpid()}"
+        self.lower = Path(lower)
         self.nspawn_args = list(nspawn_args)
         self.mask = list(mask)
         self.base = Path(tempfile.mkdtemp(prefix="qtest.", dir="/run"))
@@ -89,7 +172,7 @@ class Container:
         (rw / "upper").mkdir()
         (rw / "work").mkdir()
         self._mount(["-t", "overlay", "overlay", "-o",
-                     f"lowerdir=/,upperdir={rw}/upper,workdir={rw}/work", str(self.root)], self.root)
+                     f"lowerdir={self.lower},upperdir={rw}/upper,workdir={rw}/work", str(self.root)], self.root)
         # The host's own /etc/hostname and machine id would show through the overlay: the
         # container's systemd would set the host's name, and journald would share its id.
         self.write("/etc/hostname", f"{self.machine}\n")

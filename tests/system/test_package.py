@@ -50,6 +50,16 @@ def test_version_agrees_with_pyproject_and_the_package(deb):
     assert pyproject == changelog == package == queuectl.__version__
 
 
+def test_units_ship_under_usr_lib_for_both_releases(deb):
+    # Debian 13 aliases /lib to /usr/lib (lintian: aliased-location); Debian 12 reads both.
+    paths = subprocess.run(["dpkg-deb", "--contents", str(deb)], capture_output=True, text=True,
+                           check=True).stdout.split()
+    units = [p for p in paths if "/systemd/system/" in p and not p.endswith("/")]
+    assert "./usr/lib/systemd/system/queuectl-worker@.service" in units
+    assert all(p.startswith("./usr/lib/systemd/system/") for p in units), units
+    assert not [p for p in paths if p.startswith("./lib/")]
+
+
 def test_lintian_finds_no_error_or_warning(deb):
     require(None if shutil.which("lintian") else "lintian is missing (apt-get install lintian)")
     r = subprocess.run(["lintian", "--fail-on", "error,warning", "--pedantic", str(deb)],

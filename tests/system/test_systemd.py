@@ -127,7 +127,7 @@ def test_a_worker_on_postgresql_rides_out_an_outage_longer_than_its_watchdog(pg_
     # The session's server, on this machine's loopback, which the container shares. The worker
     # pings through the outage (the watchdog rule): no restart, and its jobs are not killed. (The
     # database outlives the unit: pg_uri comes before sysd, so its teardown comes after.)
-    require(debian_python_missing(("click", "sdnotify", "daemon", "psycopg")))
+    require(debian_python_missing(("click", "sdnotify", "daemon", "psycopg"), root=sysd.lower))
     c = sysd
     watchdog_dropin(c, 10)
     c.write("/etc/queuectl/worker-1.env", f"QUEUECTL_DB={pg_uri}\nQUEUECTL_WORKER_COUNT=2\n")
