@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import time
 from urllib.parse import unquote
@@ -199,3 +200,144 @@ def test_the_follower_keeps_its_place_through_an_outage(store):
     assert out.getvalue() == b"one\ntwo\nthree\n"  # each once, none lost
     assert [n.split(" (")[0] for n in notes] == ["database unavailable", "the database is back after 1.5 s; waiting on"]
 
+
+
+# -- real processes, a real server ---------------------------------------------------------------------
+
+
+class Waiter:
+    """A queuectl command run as a process, its stdout and stderr in files (read while it runs)."""
+
+    def __init__(self, db: str, tmp_path, name: str, *args: str, env: dict | None = None):
+        self.name = name
+        self.out_path, self.err_path = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen([*QUEUECTL, "--db", db, *args], stdout=out, stderr=err,
+                                         env={**os.environ, **(env or {})})
+
+    def out(self) -> str:
+        return self.out_path.read_text()
+
+    def err(self) -> str:
+        return self.err_path.read_text()
+
+    def finish(self, timeout: float = 60) -> int:
+        """Its exit status, once it has exited (killed after `timeout` seconds: the test fails)."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"{self.name} still running after {timeout} s: {self.err()}") from None
+
+    def __repr__(self) -> str:
+        return f"{self.name}: exit {self.proc.poll()}, stdout {self.out()!r}, stderr {self.err()!r}"
+
+
+#: What each kind of waiter runs while it waits (the last statement its connection ran, as
+#: pg_stat_activity shows it): the reads of wait, enqueue --wait and cancel --wait, and the follower's.
+POLLING = {"jobs by id": "%FROM queuectl.jobs WHERE id IN%", "output": "%LEFT JOIN queuectl.job_output%"}
+
+
+def polling(pg_server, db: str, kind: str) -> int:
+    """How many connections to the test's database last ran the reads of waiters of `kind` (POLLING)."""
+    dbname = unquote(db.rsplit("/", 1)[1])
+    return pg_server.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND query LIKE %s",
+                         params=(dbname, POLLING[kind]))[0][0]
+
+
+#: The followed job: 40 lines, the last 20 once the test has made the file GATE.
+TALK = ("for i in $(seq 40); do echo line $i; sleep 0.02;"
+        " if [ $i = 20 ]; then while [ ! -e {gate} ]; do sleep 0.02; done; fi; done")
+LINES = "".join(f"line {i}\n" for i in range(1, 41))
+
+
+def _waiters(db: str, run_cli, pg_server, workers, tmp_path, env: dict | None = None) -> tuple[dict, object]:
+    """A worker running `talk` (TALK), `deploy` (waits for the gate) and `stubborn` (ignores SIGTERM), and
+    waiters polling for each: `logs -f talk`, `enqueue --wait` of deploy, `wait talk deploy`, `cancel
+    --wait 60 stubborn` (its SIGKILL comes 5 s after the cancel). Returns (the waiters by name, the gate)."""
+    configure(run_cli, ("poll-interval", "0.1"))
+    gate = tmp_path / "gate"
+    enqueue(run_cli, id="talk", command=TALK.format(gate=gate))
+    enqueue(run_cli, id="stubborn", command="trap '' TERM; while true; do sleep 0.02; done")
+    workers.start("--count", "3")
+    waiters = {"follow": Waiter(db, tmp_path, "follow", "logs", "-f", "talk", env=env),
+               "enqueue": Waiter(db, tmp_path, "enqueue", "enqueue", "--wait", json.dumps(
+                   {"id": "deploy", "command": f"while [ ! -e {gate} ]; do sleep 0.02; done"}), env=env)}
+    wait_for(lambda: waiters["enqueue"].out() == "deploy\n", message=f"the enqueue: {waiters}")
+    waiters["wait"] = Waiter(db, tmp_path, "wait", "wait", "talk", "deploy", env=env)
+    with_stubborn = {"stubborn", "talk", "deploy"}
+    wait_for(lambda: {j["id"] for j in json.loads(run_cli("list", "--state", "processing", "--json").stdout)}
+             == with_stubborn, message="the three jobs to run")
+    waiters["cancel"] = Waiter(db, tmp_path, "cancel", "cancel", "stubborn", "--wait", "60", env=env)
+    wait_for(lambda: waiters["follow"].out().count("\n") == 20 and polling(pg_server, db, "jobs by id") == 3
+             and polling(pg_server, db, "output") == 1, message=f"the waiters to poll: {waiters}")
+    return waiters, gate
+
+
+#: The tests of real processes: on PostgreSQL, whose server they restart and stop.
+POSTGRESQL_ONLY = pytest.mark.parametrize("backend_db", ["postgresql"], indirect=True)
+
+
+@pytest.fixture
+def server_back(pg_server):
+    """The session's server, started again after the test if it stopped it."""
+    yield pg_server
+    if not pg_server.running():
+        pg_server.start()
+
+
+@pytest.mark.processes
+@POSTGRESQL_ONLY
+@pytest.mark.parametrize("outage", ["restart -m fast", "stopped for 3 s"])
+def test_waiters_go_on_through_an_outage_and_exit_as_they_would_have(outage, db, run_cli, server_back, workers,
+                                                                      tmp_path):
+    pg_server = server_back
+    waiters, gate = _waiters(db, run_cli, pg_server, workers, tmp_path)
+    if outage == "restart -m fast":
+        pg_server.restart("fast")
+    else:
+        pg_server.stop("fast")
+        down = time.monotonic()
+        wait_for(lambda: all("database unavailable" in w.err() for w in waiters.values()),
+                 message=f"every waiter to see the outage: {waiters}")
+        assert all(w.proc.poll() is None for w in waiters.values()), waiters
+        time.sleep(max(0.0, 3 - (time.monotonic() - down)))  # the fault's length
+        pg_server.start()
+    gate.touch()
+    codes = {name: w.finish() for name, w in waiters.items()}
+    assert codes == dict.fromkeys(waiters, 0), waiters
+    assert waiters["follow"].out() == LINES  # every line once, in order
+    assert waiters["enqueue"].out() == "deploy\n" and waiters["wait"].out() == ""
+    assert waiters["cancel"].out() == "stubborn: stopped and cancelled\n"
+    for w in waiters.values():
+        lines = w.err().splitlines()
+        assert len(lines) == 2, w
+        limit = "300" if w.name != "cancel" else "(59|60)"  # cancel: its --wait 60 comes first
+        assert re.fullmatch(r"queuectl: database unavailable \((lost the connection to|cannot connect to) database"
+                            rf" postgresql://.*\); waiting for it \(gives up after {limit} s\)", lines[0]), w
+        assert lines[1].startswith("queuectl: the database is back after "), w
+    assert all(p.poll() is None for p in workers.procs)  # the worker rode it out too
+
+
+@pytest.mark.processes
+@POSTGRESQL_ONLY
+def test_an_outage_longer_than_the_limit_or_the_timeout_ends_a_waiter_with_one_line_and_exit_1(
+        db, run_cli, server_back, workers, tmp_path):
+    pg_server = server_back
+    waiters, gate = _waiters(db, run_cli, pg_server, workers, tmp_path, env={"QUEUECTL_OUTAGE_LIMIT": "2"})
+    waiters["timeout"] = Waiter(db, tmp_path, "timeout", "wait", "talk", "--timeout", "3")
+    wait_for(lambda: polling(pg_server, db, "jobs by id") == 4, message=f"the waiters to poll: {waiters}")
+    pg_server.stop("fast")
+    down = time.monotonic()
+    codes = {name: w.finish() for name, w in waiters.items()}
+    took = time.monotonic() - down
+    assert codes == dict.fromkeys(waiters, 1), waiters
+    assert 2 <= took < 30, (took, waiters)
+    assert waiters["follow"].out() == LINES[:LINES.index("line 21")]  # what it printed before stays printed
+    for name, w in waiters.items():
+        lines = w.err().splitlines()
+        assert len(lines) == 2 and lines[0].startswith("queuectl: database unavailable ("), w
+        why = "when the time to wait ran out" if name == "timeout" else "(QUEUECTL_OUTAGE_LIMIT 2 s)"
+        assert lines[1].startswith("queuectl: error: gave up waiting: the database has been unavailable for "), w
+        assert why in lines[1], w
