@@ -59,8 +59,8 @@ def limit_from_environment(environ=os.environ) -> float:
     except InvalidInput as e:
         raise InvalidConfig(str(e)) from None
     if seconds is None:
-        raise InvalidConfig(f"{LIMIT_ENV} must be a number of seconds or a duration such as 90s or 5m, got {raw!r}"
-                            " (a waiter gives up some time)")
+        raise InvalidConfig(f"{LIMIT_ENV} must be a number of seconds or a duration such as 90s or 5m (a waiter"
+                            f" gives up in the end), got {raw!r}")
     return seconds
 
 
@@ -125,7 +125,7 @@ class Patience:
         if self._since is None:
             self._since = now
             self.note(f"database unavailable ({error}); waiting for it"
-                      f" (gives up after {self._give_up_at(deadline) - now:.0f} s)")
+                      f" (gives up after {max(0.0, self._give_up_at(deadline) - now):.0f} s)")
         left = self._give_up_at(deadline) - now
         if left <= 0:
             why = ("when the time to wait ran out" if deadline is not None and deadline < self._since + self.limit
@@ -135,6 +135,6 @@ class Patience:
         return min(RETRY, left)
 
     def _give_up_at(self, deadline: float | None) -> float:
-        """When (clock) the waiter gives up on the outage under way: `limit` after its start, or `deadline` if sooner."""
+        """When (clock) the waiter gives up on the outage under way: `limit` after it began, or `deadline`."""
         end = self._since + self.limit
         return end if deadline is None else min(end, deadline)

@@ -21,7 +21,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from conftest import QUEUECTL, configure, enqueue, wait_for
+from conftest import QUEUECTL, SQLITE_ONLY, assert_error, configure, enqueue, wait_for
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig
 from queuectl.following import follow
 from queuectl.outage import LIMIT, RETRY, Patience, limit_from_environment
@@ -154,6 +154,16 @@ def db(backend_db):
     return backend_db
 
 
+@SQLITE_ONLY
+@pytest.mark.parametrize("args", [("enqueue", "--wait", '{"id": "x", "command": "true"}'),
+                                  ("enqueue", "--follow", '{"id": "x", "command": "true"}'),
+                                  ("wait", "x"), ("logs", "-f", "x"), ("cancel", "x")])
+def test_a_bad_limit_exits_78_before_the_command_does_anything(db, run_cli, store, args):
+    r = run_cli(*args, env={"QUEUECTL_OUTAGE_LIMIT": "5 minutes"})
+    assert_error(r, 78, "QUEUECTL_OUTAGE_LIMIT must be a number of seconds or a duration", "'5 minutes'")
+    assert store.list_jobs() == []
+
+
 def test_wait_for_end_goes_on_through_an_outage(store):
     add(store, id="a")
     clock, notes = Clock(), []
@@ -235,15 +245,17 @@ class Waiter:
 
 
 #: What each kind of waiter runs while it waits (the last statement its connection ran, as
-#: pg_stat_activity shows it): the reads of wait, enqueue --wait and cancel --wait, and the follower's.
-POLLING = {"jobs by id": "%FROM queuectl.jobs WHERE id IN%", "output": "%LEFT JOIN queuectl.job_output%"}
+#: pg_stat_activity shows it): the reads of wait, enqueue --wait and cancel --wait (Store.jobs_by_id;
+#: not cancel's own `SELECT id, seq ... WHERE id IN`), and the follower's (Store.read_output).
+POLLING = {"jobs by id": "SELECT seq, id, queue, command, %FROM queuectl.jobs WHERE id IN%",
+           "output": "%out_attempt%"}
 
 
 def polling(pg_server, db: str, kind: str) -> int:
-    """How many connections to the test's database last ran the reads of waiters of `kind` (POLLING)."""
+    """How many connections to the test's database last ran, and finished, the reads of waiters of `kind`."""
     dbname = unquote(db.rsplit("/", 1)[1])
-    return pg_server.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND query LIKE %s",
-                         params=(dbname, POLLING[kind]))[0][0]
+    return pg_server.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state = 'idle'"
+                         " AND query LIKE %s", params=(dbname, POLLING[kind]))[0][0]
 
 
 #: The followed job: 40 lines, the last 20 once the test has made the file GATE.
@@ -306,7 +318,7 @@ def test_waiters_go_on_through_an_outage_and_exit_as_they_would_have(outage, db,
         pg_server.start()
     gate.touch()
     codes = {name: w.finish() for name, w in waiters.items()}
-    assert codes == dict.fromkeys(waiters, 0), waiters
+    assert codes == dict.fromkeys(waiters, 0), "\n".join(map(repr, waiters.values()))
     assert waiters["follow"].out() == LINES  # every line once, in order
     assert waiters["enqueue"].out() == "deploy\n" and waiters["wait"].out() == ""
     assert waiters["cancel"].out() == "stubborn: stopped and cancelled\n"
@@ -332,7 +344,7 @@ def test_an_outage_longer_than_the_limit_or_the_timeout_ends_a_waiter_with_one_l
     down = time.monotonic()
     codes = {name: w.finish() for name, w in waiters.items()}
     took = time.monotonic() - down
-    assert codes == dict.fromkeys(waiters, 1), waiters
+    assert codes == dict.fromkeys(waiters, 1), "\n".join(map(repr, waiters.values()))
     assert 2 <= took < 30, (took, waiters)
     assert waiters["follow"].out() == LINES[:LINES.index("line 21")]  # what it printed before stays printed
     for name, w in waiters.items():
