@@ -264,10 +264,12 @@ TALK = ("for i in $(seq 40); do echo line $i; sleep 0.02;"
 LINES = "".join(f"line {i}\n" for i in range(1, 41))
 
 
-def _waiters(db: str, run_cli, pg_server, workers, tmp_path, env: dict | None = None) -> tuple[dict, object]:
+def _waiters(db: str, run_cli, pg_server, workers, tmp_path, env: dict | None = None,
+             extra: dict[str, tuple[str, ...]] | None = None) -> tuple[dict, object]:
     """A worker running `talk` (TALK), `deploy` (waits for the gate) and `stubborn` (ignores SIGTERM), and
-    waiters polling for each: `logs -f talk`, `enqueue --wait` of deploy, `wait talk deploy`, `cancel
-    --wait 60 stubborn` (its SIGKILL comes 5 s after the cancel). Returns (the waiters by name, the gate)."""
+    waiters polling for each: `logs -f talk`, `enqueue --wait` of deploy, `wait talk deploy`, the `extra`
+    ones (name: arguments; without `env`) and last `cancel --wait 60 stubborn`, whose SIGKILL comes 5 s
+    after the cancel: the outage must begin sooner. Returns (the waiters by name, the gate)."""
     configure(run_cli, ("poll-interval", "0.1"))
     gate = tmp_path / "gate"
     enqueue(run_cli, id="talk", command=TALK.format(gate=gate))
@@ -281,9 +283,13 @@ def _waiters(db: str, run_cli, pg_server, workers, tmp_path, env: dict | None = 
     with_stubborn = {"stubborn", "talk", "deploy"}
     wait_for(lambda: {j["id"] for j in json.loads(run_cli("list", "--state", "processing", "--json").stdout)}
              == with_stubborn, message="the three jobs to run")
+    for name, args in (extra or {}).items():
+        waiters[name] = Waiter(db, tmp_path, name, *args)
+    wait_for(lambda: waiters["follow"].out().count("\n") == 20 and polling(pg_server, db, "jobs by id") == 2 + len(
+        extra or ()) and polling(pg_server, db, "output") == 1, message=f"the waiters to poll: {waiters}")
     waiters["cancel"] = Waiter(db, tmp_path, "cancel", "cancel", "stubborn", "--wait", "60", env=env)
-    wait_for(lambda: waiters["follow"].out().count("\n") == 20 and polling(pg_server, db, "jobs by id") == 3
-             and polling(pg_server, db, "output") == 1, message=f"the waiters to poll: {waiters}")
+    wait_for(lambda: polling(pg_server, db, "jobs by id") == 3 + len(extra or ()),
+             message=f"the cancel to wait: {waiters}")
     return waiters, gate
 
 
@@ -337,9 +343,8 @@ def test_waiters_go_on_through_an_outage_and_exit_as_they_would_have(outage, db,
 def test_an_outage_longer_than_the_limit_or_the_timeout_ends_a_waiter_with_one_line_and_exit_1(
         db, run_cli, server_back, workers, tmp_path):
     pg_server = server_back
-    waiters, gate = _waiters(db, run_cli, pg_server, workers, tmp_path, env={"QUEUECTL_OUTAGE_LIMIT": "2"})
-    waiters["timeout"] = Waiter(db, tmp_path, "timeout", "wait", "talk", "--timeout", "3")
-    wait_for(lambda: polling(pg_server, db, "jobs by id") == 4, message=f"the waiters to poll: {waiters}")
+    waiters, gate = _waiters(db, run_cli, pg_server, workers, tmp_path, env={"QUEUECTL_OUTAGE_LIMIT": "2"},
+                             extra={"timeout": ("wait", "talk", "--timeout", "15")})  # the default limit, 300 s
     pg_server.stop("fast")
     down = time.monotonic()
     codes = {name: w.finish() for name, w in waiters.items()}
