@@ -7,7 +7,9 @@ the bytes past those it has printed every POLL seconds, in one statement (SqlSto
 from this host or any other on PostgreSQL; text appears within OUTPUT_EVERY + POLL seconds of
 its writing. When a retry starts another attempt, the follower says so on stderr and follows
 that one from its first byte. Bytes that passed out of the kept tail before they were read are
-named in a line on stderr, not printed.
+named in a line on stderr, not printed. The reads ride out an outage of the database
+(queuectl.outage): the attempt followed and the byte positions printed are kept across it, so
+nothing is printed twice or left out.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from typing import BinaryIO, Callable
 
 from queuectl.models import Job
+from queuectl.outage import Patience
 from queuectl.store import Store
 
 #: Seconds between two reads of the followed job.
@@ -23,18 +26,23 @@ POLL = 0.2
 
 
 def follow(store: Store, job_id: str, out: BinaryIO, err: BinaryIO, note: Callable[[str], None],
-           sleep: Callable[[float], None] = time.sleep) -> Job:
+           sleep: Callable[[float], None] = time.sleep, patience: Patience | None = None) -> Job:
     """Print job `job_id`'s stdout to `out` and its stderr to `err` until it has ended; return it as it ended.
 
     Starts with what the job's current attempt has written so far (what the output limit still
     holds); a pending or blocked job is waited for. `note` gets one line for each retry followed
-    and for bytes lost. Raises NotFound if there is no such job.
+    and for bytes lost. Reads go through `patience` (default: one with `note` and `sleep`), which
+    rides out an outage of the database and raises DatabaseUnavailable when it gives up (the
+    environment's limit: queuectl.outage; InvalidConfig for a bad one). Raises NotFound if there
+    is no such job.
     """
+    if patience is None:
+        patience = Patience(note, sleep=sleep)
     attempt: int | None = None  # the attempt followed (None: none yet)
     positions = (0, 0)  # bytes of that attempt's stdout and stderr printed
     error = None  # why the attempt followed failed, as last read (the claim of the next attempt clears it)
     while True:
-        job, stored = store.read_output(job_id, attempt, positions)
+        job, stored = patience.read(lambda: store.read_output(job_id, attempt, positions))
         current = job.attempts or None
         if attempt is not None and current is not None and current > attempt:
             why = f" ({error})" if error else ""

@@ -1,8 +1,9 @@
-"""Waiting for jobs to end: what `queuectl wait` (and `enqueue --wait`) block on.
+"""Waiting for jobs to end: what `queuectl wait` (and `enqueue --wait`) block on; `cancel --wait` too.
 
 A job has ended when it is completed, dead or cancelled (JobState.ended). The store is read
 every POLL seconds, a few rows by primary key, on this host or any other on PostgreSQL: the
-end of a job is noticed within POLL of its record.
+end of a job is noticed within POLL of its record. The reads ride out an outage of the
+database (queuectl.outage).
 """
 
 from __future__ import annotations
@@ -11,32 +12,48 @@ import time
 from typing import Callable, Sequence
 
 from queuectl.models import Job, JobState
+from queuectl.outage import Patience
 from queuectl.store import Store
 
 #: Seconds between two reads of the waited jobs' states.
 POLL = 0.1
 
 
-def wait_for_end(store: Store, job_ids: Sequence[str], timeout: float | None = None,
+def wait_for_end(store: Store, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, Job], list[str]]:
     """Wait until every job of `job_ids` has ended, or `timeout` seconds (None: no limit) have passed.
 
     Returns (the jobs as last read, by id; the ids of those that had not ended when the time
     ran out, empty if all ended). Ids that name no job must be left out by the caller (they
-    would never end); one deleted while waited for counts as ended as it was last read.
+    would never end); one deleted while waited for counts as ended as it was last read. Reads
+    go through `patience` (queuectl.outage), which rides out an outage of the database and
+    raises DatabaseUnavailable when it gives up.
+    """
+    return wait_until(store, job_ids, lambda job: job.state.ended, patience, timeout, sleep=sleep)
+
+
+def wait_until(store: Store, job_ids: Sequence[str], settled: Callable[[Job], bool], patience: Patience,
+               timeout: float | None = None, poll: float = POLL,
+               sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, Job], list[str]]:
+    """Read the jobs of `job_ids` every `poll` seconds until `settled(job)` holds for each, or `timeout`
+    seconds (None: no limit) have passed; return as wait_for_end does (which is this with "has ended").
+
+    A job that does not exist (any more) is not waited for; the caller finds it missing from
+    the jobs returned. Raises DatabaseUnavailable when `patience` gives up on an outage (it may
+    outlast the timeout by one read), any other store error at once.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     jobs: dict[str, Job] = {}
     waiting = list(dict.fromkeys(job_ids))
     while True:
-        jobs.update(store.jobs_by_id(waiting))
-        waiting = [j for j in waiting if j in jobs and not jobs[j].state.ended]
+        jobs.update(patience.read(lambda: store.jobs_by_id(waiting), deadline))
+        waiting = [j for j in waiting if j in jobs and not settled(jobs[j])]
         if not waiting:
             return jobs, []
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             return jobs, waiting
-        sleep(POLL if left is None else min(POLL, left))
+        sleep(poll if left is None else min(poll, left))
 
 
 #: The exit status of a wait for a job whose last attempt timed out: timeout(1)'s.

@@ -145,6 +145,21 @@ def note_truncation(store: Store, shown: int, limit: int, state: str | None, que
         click.echo(f"({shown} of {total} jobs shown; use --limit for more)", err=True)
 
 
+def note(line: str) -> None:
+    """Print a note of a command (not an error) as one line on stderr: `queuectl: LINE`."""
+    click.echo(f"queuectl: {line}", err=True)
+
+
+def patience():
+    """The queuectl.outage.Patience of a waiting command, its lines on stderr (`note`).
+
+    Raises InvalidConfig (exit 78) for a bad QUEUECTL_OUTAGE_LIMIT: call it before the command
+    changes anything."""
+    from queuectl.outage import Patience
+
+    return Patience(note)
+
+
 def is_postgres(app: App) -> bool:
     """Return True if the database in force is a PostgreSQL URI."""
     return is_uri(app.db_path())

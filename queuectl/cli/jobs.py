@@ -7,7 +7,8 @@ import time
 
 import click
 
-from queuectl.cli.common import MOST_LISTED, Seconds, json_option, note_truncation, pass_app, print_json, print_table
+from queuectl.cli.common import (MOST_LISTED, Seconds, json_option, note, note_truncation, pass_app, patience,
+                                 print_json, print_table)
 from queuectl.errors import Conflict, InvalidInput, NotFound
 from queuectl.jobspec import check_queue, parse_job
 from queuectl.models import JobState, iso, one_line
@@ -51,7 +52,9 @@ def enqueue(app, job, file, wait_, follow):
     last attempt's exit code if it had one, 124 if that attempt timed out, else 1
     (cancelled, could not start). With --file: the first job, in file order, that did
     not complete decides. --follow prints the job's output as it runs (as `logs -f`)
-    and exits as --wait does. Ctrl+C stops the waiting only: the jobs go on.
+    and exits as --wait does. Ctrl+C stops the waiting only: the jobs go on. The waiting
+    rides out an outage of the database (a line on stderr says so) for up to 5 minutes
+    (QUEUECTL_OUTAGE_LIMIT), then exits 1; the enqueue itself does not wait for it.
     """
     if (job is None) == (file is None):
         raise InvalidInput("give one JSON job or --file FILE")
@@ -59,6 +62,7 @@ def enqueue(app, job, file, wait_, follow):
         raise InvalidInput("--follow follows one job: give one JSON job, without --file or --wait")
     # Validation only: the store sets each relative job's run_at from its own clock (store.now()).
     checked_at = time.time()
+    waiting = patience() if wait_ or follow else None  # its setting checked before anything is enqueued
     if file is None:
         jobs, lines = [parse_job(job, checked_at)], None
     else:
@@ -83,17 +87,18 @@ def enqueue(app, job, file, wait_, follow):
         elif result.cancelled is not None:
             click.echo(f"{where}job {job.id} is cancelled at once: {result.cancelled}", err=True)
     if follow:
-        return _follow(store, done[0].id, wait_style=False, print_id=True)
+        return _follow(store, done[0].id, waiting, wait_style=False, print_id=True)
     if not wait_:
         click.echo("\n".join(e.id for e in done))
         return None
-    return _wait_for_enqueued(store, [e.id for e in done])
+    return _wait_for_enqueued(store, [e.id for e in done], waiting)
 
 
-def _follow(store, job_id: str, wait_style: bool, print_id: bool = False) -> int:
-    """Follow job `job_id`'s output (queuectl.following) until it ends, after printing its id (`print_id`);
-    return the exit status: as `wait` gives it (`wait_style`: 0 or 1, with a line for a job that did not
-    complete), else as `enqueue --wait` does. Ctrl+C stops the following only (130)."""
+def _follow(store, job_id: str, waiting, wait_style: bool, print_id: bool = False) -> int:
+    """Follow job `job_id`'s output (queuectl.following) until it ends, after printing its id (`print_id`),
+    riding out outages with `waiting` (a queuectl.outage.Patience); return the exit status: as `wait`
+    gives it (`wait_style`: 0 or 1, with a line for a job that did not complete), else as `enqueue --wait`
+    does. Ctrl+C stops the following only (130)."""
     from queuectl.following import follow
     from queuectl.waiting import exit_status
 
@@ -101,8 +106,7 @@ def _follow(store, job_id: str, wait_style: bool, print_id: bool = False) -> int
         if print_id:
             click.echo(job_id)  # first (flushed), for a script that reads it while the job runs
         sys.stdout.flush()
-        job = follow(store, job_id, sys.stdout.buffer, sys.stderr.buffer,
-                     lambda line: click.echo(f"queuectl: {line}", err=True))
+        job = follow(store, job_id, sys.stdout.buffer, sys.stderr.buffer, note, patience=waiting)
     except KeyboardInterrupt:
         click.echo(f"queuectl: stopped following; the job goes on: queuectl logs -f {job_id}", err=True)
         return 130
@@ -119,15 +123,16 @@ def _not_completed(job) -> str:
     return f"job {job.id} {job.state.value}: {job.last_error or 'no error recorded'}"
 
 
-def _wait_for_enqueued(store, printed: list[str]) -> int:
+def _wait_for_enqueued(store, printed: list[str], waiting) -> int:
     """`enqueue --wait`: print the ids (`printed`: one per job, a key's holder's for a matched one), wait
-    for those jobs, and return their exit status (queuectl.waiting.exit_status; the first that is not 0)."""
+    for those jobs (riding out outages with `waiting`, a queuectl.outage.Patience), and return their exit
+    status (queuectl.waiting.exit_status; the first that is not 0)."""
     from queuectl.waiting import exit_status, wait_for_end
 
     job_ids = list(dict.fromkeys(printed))
     try:
         click.echo("\n".join(printed))  # the ids first (flushed), for a script that reads them while the jobs run
-        jobs, _ = wait_for_end(store, job_ids)
+        jobs, _ = wait_for_end(store, job_ids, waiting)
     except KeyboardInterrupt:
         return _stopped_waiting(job_ids, "the job goes on")
     codes = [exit_status(jobs[job_id]) for job_id in job_ids if job_id in jobs]
@@ -224,6 +229,8 @@ def logs(app, job_id, follow, as_json):
     comes (within a second), across retries (a line on stderr says when another attempt
     starts), until the job has ended; a pending or blocked job is waited for. Exit 0
     when it completed, 1 when it ended dead or cancelled (a line on stderr says why).
+    An outage of the database is ridden out (a line on stderr says so) for up to 5
+    minutes (QUEUECTL_OUTAGE_LIMIT), then it exits 1.
 
     \b
     Examples:
@@ -233,7 +240,8 @@ def logs(app, job_id, follow, as_json):
     if follow:
         if as_json:
             raise InvalidInput("--follow prints the output as it comes; it has no --json")
-        return _follow(app.store(), job_id, wait_style=True)
+        waiting = patience()
+        return _follow(app.store(), job_id, waiting, wait_style=True)
     job = app.store().get_job(job_id, output=True)
     if as_json:
         d = job.to_dict(output=True)
@@ -328,7 +336,8 @@ def wait(app, job_ids, timeout, as_json):
     Exit 0 when all completed; 1 when any ended dead or cancelled (a line each on
     stderr, with its last error) or an id names no job (nothing is waited for then);
     124 when --timeout passes first; 130 on Ctrl+C. It notices an end within 0.1 s of its record,
-    from any host on PostgreSQL.
+    from any host on PostgreSQL. An outage of the database is ridden out (a line on stderr
+    says so) for up to 5 minutes (QUEUECTL_OUTAGE_LIMIT) or until --timeout, then it exits 1.
 
     \b
     Examples:
@@ -337,28 +346,31 @@ def wait(app, job_ids, timeout, as_json):
       queuectl wait job1 --json
     """
     job_ids = list(dict.fromkeys(job_ids))  # each once, in the order given
+    waiting = patience()
     try:
-        return _wait(app.store(), job_ids, timeout, as_json)
+        return _wait(app.store(), job_ids, waiting, timeout, as_json)
     except KeyboardInterrupt:
         return _stopped_waiting(job_ids, "the jobs go on")
 
 
-def _wait(store, job_ids: list[str], timeout: float | None, as_json: bool) -> int:
-    """`wait`'s work (see it), once the store is open; returns the exit code."""
+def _wait(store, job_ids: list[str], waiting, timeout: float | None, as_json: bool) -> int:
+    """`wait`'s work (see it), once the store is open, riding out outages with `waiting` (a
+    queuectl.outage.Patience); returns the exit code."""
     from queuectl.waiting import EXIT_TIMEOUT, wait_for_end
 
-    known = store.jobs_by_id(job_ids)
+    began = time.monotonic()
+    known = waiting.read(lambda: store.jobs_by_id(job_ids), None if timeout is None else began + timeout)
     unknown = [job_id for job_id in job_ids if job_id not in known]
     for job_id in unknown:
         click.echo(f"queuectl: error: no job with id {job_id!r}", err=True)
     if unknown:
         return 1
-    jobs, waiting = wait_for_end(store, job_ids, timeout)
+    jobs, late = wait_for_end(store, job_ids, waiting, timeout)
     if as_json:
         print_json([{"id": j.id, "state": j.state.value, "exit_code": j.exit_code, "attempts": j.attempts}
                     for j in (jobs[job_id] for job_id in job_ids)])
-    if waiting:
-        click.echo(f"queuectl: timed out after {timeout:g} s waiting for {', '.join(waiting)}", err=True)
+    if late:
+        click.echo(f"queuectl: timed out after {timeout:g} s waiting for {', '.join(late)}", err=True)
         return EXIT_TIMEOUT
     failed = [jobs[job_id] for job_id in job_ids if jobs[job_id].state != JobState.COMPLETED]
     for j in failed:

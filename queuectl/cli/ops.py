@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
-from queuectl.cli.common import Seconds, json_option, pass_app, print_json
+from queuectl.cli.common import Seconds, json_option, pass_app, patience, print_json
 from queuectl.errors import InvalidInput, NotFound, QueuectlError
 from queuectl.jobspec import check_queue
 from queuectl.models import JobState
@@ -35,6 +33,8 @@ def cancel(app, job_ids, queue, states, wait, as_json):
     cancelled (with its output kept), or completed if it exited 0 first. A cancelled job
     is never retried; `queuectl retry` puts it back to pending. Completed, dead and
     cancelled jobs and unknown ids are errors (exit 1); the other ids are cancelled.
+    Waiting for running jobs to stop rides out an outage of the database (a line on
+    stderr says so) until --wait has passed, then exits 1: the cancel stays requested.
 
     \b
     Examples:
@@ -46,6 +46,7 @@ def cancel(app, job_ids, queue, states, wait, as_json):
         raise InvalidInput("give job ids, or --queue/--state, not both")
     if not job_ids and not queue and not states:
         raise InvalidInput("give the ids of the jobs to cancel, or --queue and/or --state")
+    waiting = patience()
     store = app.store()
     now = store.now()
     if job_ids:
@@ -59,7 +60,7 @@ def cancel(app, job_ids, queue, states, wait, as_json):
         if as_json:
             print_json([])
         return
-    finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait)
+    finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait, waiting)
     report = []
     for r in results:
         was = r.state.value if r.state else None
@@ -91,19 +92,20 @@ def _describe(item: dict) -> str:
             "processing": f"cancel requested; worker {item['worker']} is stopping it"}.get(item["state"], item["state"])
 
 
-def _await_stops(store, job_ids: list[str], wait: float) -> dict[str, str]:
-    """Wait up to `wait` seconds for the jobs to leave processing; return each one's state then."""
-    deadline = time.monotonic() + wait
-    states = {}
-    while True:
-        found = store.jobs_by_id(job_ids)  # one read for all, without get_job's dependencies
-        missing = [j for j in job_ids if j not in found]
-        if missing:
-            raise NotFound(f"no job with id {missing[0]!r}")
-        states = {j: found[j].state.value for j in job_ids}
-        if all(s != "processing" for s in states.values()) or time.monotonic() >= deadline:
-            return states
-        time.sleep(0.05)
+#: Seconds between two reads of the jobs whose stop `cancel --wait` waits for.
+STOP_POLL = 0.05
+
+
+def _await_stops(store, job_ids: list[str], wait: float, waiting) -> dict[str, str]:
+    """Wait up to `wait` seconds for the jobs to leave processing, riding out outages with `waiting` (a
+    queuectl.outage.Patience); return each one's state then. Raises NotFound for a job gone meanwhile."""
+    from queuectl.waiting import wait_until
+
+    found, _ = wait_until(store, job_ids, lambda job: job.state != JobState.PROCESSING, waiting, wait, STOP_POLL)
+    missing = [j for j in job_ids if j not in found]
+    if missing:
+        raise NotFound(f"no job with id {missing[0]!r}")
+    return {j: found[j].state.value for j in job_ids}
 
 
 @click.command()

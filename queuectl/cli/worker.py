@@ -8,7 +8,7 @@ import time
 
 import click
 
-from queuectl.cli.common import MOST_SLOTS, HelpGroup, Seconds, is_postgres, pass_app
+from queuectl.cli.common import MOST_SLOTS, HelpGroup, Seconds, is_postgres, pass_app, patience
 from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
 
 
@@ -152,7 +152,9 @@ def stop(app, names, timeout, force):
 
     Running the command again while workers drain only waits again; --force stops their
     running jobs and puts them back to pending without using an attempt. Exits 1 if a
-    worker is still running when --timeout runs out.
+    worker is still running when --timeout runs out. The wait needs no database; --force
+    reads whether each worker has taken the first signal, and while the database is
+    unavailable (a line on stderr says so) sends the second after 10 s regardless.
 
     \b
     Examples:
@@ -162,6 +164,7 @@ def stop(app, names, timeout, force):
     """
     from queuectl.control import select_workers, stop_workers
 
+    waiting = patience()
     targets = select_workers(app.store().workers(), names)
     if not targets:
         click.echo("no workers are running on this host", err=True)
@@ -169,7 +172,7 @@ def stop(app, names, timeout, force):
     store = app.store()
 
     def draining(w) -> bool:
-        now = store.worker_by_name(w.name)
+        now = waiting.poll(lambda: store.worker_by_name(w.name), default=w)  # unknown yet: as it was
         return now is None or now.id != w.id or now.draining_since is not None
 
     results = stop_workers(targets, timeout, force=force, draining=draining)

@@ -1,0 +1,360 @@
+"""Waiters ride out an outage of the database (queuectl.outage), as workers do.
+
+The rule alone, with a store that fails as a real one does (DatabaseUnavailable): one line when
+an outage begins and one when it ends, the reads go on where they were, and the waiter gives up
+after the limit or at its deadline. Then real processes on a real PostgreSQL server
+(tests/pgserver.py): `wait`, `logs --follow`, `enqueue --wait` and `cancel --wait` started before
+a `pg_ctl restart -m fast`, or a server stopped for a few seconds, go on and exit as they would
+have (every line of the followed job printed once); a server away longer than the limit
+(QUEUECTL_OUTAGE_LIMIT) or a waiter's --timeout ends them with one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import time
+from urllib.parse import unquote
+
+import pytest
+
+from conftest import QUEUECTL, SQLITE_ONLY, assert_error, configure, enqueue, wait_for
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig
+from queuectl.following import follow
+from queuectl.outage import LIMIT, RETRY, Patience, limit_from_environment
+from queuectl.store import Outcome
+from queuectl.waiting import wait_for_end
+from storeops import finish
+from test_store import NOW, add, ok
+from test_wait import ended
+
+
+class Clock:
+    """A monotonic clock that only sleeping moves; it counts the sleeps."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class Flaky:
+    """Wrap `store` so that its reads fail with DatabaseUnavailable while `down` says so."""
+
+    def __init__(self, store, down):
+        self.store, self.down = store, down
+
+    def __getattr__(self, name):
+        method = getattr(self.store, name)
+
+        def call(*args, **kwargs):
+            if self.down():
+                raise DatabaseUnavailable("lost the connection to database postgresql://h/q: server closed it")
+            return method(*args, **kwargs)
+
+        return call
+
+
+def patience(clock: Clock, notes: list[str], limit: float = LIMIT) -> Patience:
+    return Patience(notes.append, limit=limit, clock=clock, sleep=clock.sleep)
+
+
+# -- the rule ------------------------------------------------------------------------------------------
+
+
+def test_an_outage_is_one_line_then_one_when_it_is_over_and_the_read_goes_on():
+    clock, notes = Clock(), []
+    p = patience(clock, notes, limit=60)
+    outage = iter([True] * 7 + [False])
+
+    def read():
+        if next(outage):
+            raise DatabaseUnavailable("cannot connect to database postgresql://h/q: connection refused")
+        return "read"
+
+    assert p.read(read) == "read"
+    assert clock.sleeps == [RETRY] * 7
+    assert notes == ["database unavailable (cannot connect to database postgresql://h/q: connection refused);"
+                     " waiting for it (gives up after 60 s)",
+                     "the database is back after 3.5 s; waiting on"]
+    assert p.read(lambda: "again") == "again" and len(notes) == 2  # no outage, no line
+
+
+def test_it_gives_up_after_the_limit_with_one_error_and_other_errors_end_it_at_once():
+    clock, notes = Clock(), []
+    p = patience(clock, notes, limit=2)
+
+    def down():
+        raise DatabaseUnavailable("cannot connect to database postgresql://h/q: connection refused")
+
+    with pytest.raises(DatabaseUnavailable) as e:
+        p.read(down)
+    assert str(e.value) == ("gave up waiting: the database has been unavailable for 2.0 s (QUEUECTL_OUTAGE_LIMIT 2 s):"
+                            " cannot connect to database postgresql://h/q: connection refused")
+    assert clock.now == 1002.0 and len(notes) == 1
+    with pytest.raises(DatabaseError, match="schema version"):  # not an outage: no retry
+        patience(clock, notes).read(lambda: (_ for _ in ()).throw(DatabaseError("newer schema version")))
+    assert clock.now == 1002.0 and len(notes) == 1
+
+
+def test_a_deadline_sooner_than_the_limit_ends_the_outage_there():
+    clock, notes = Clock(), []
+    p = patience(clock, notes, limit=300)
+
+    def down():
+        raise DatabaseUnavailable("database /q.db: database is locked")  # SQLite's: the same loop
+
+    with pytest.raises(DatabaseUnavailable, match=r"unavailable for 1\.2 s when the time to wait ran out: database"):
+        p.read(down, deadline=clock.now + 1.2)
+    assert notes == ["database unavailable (database /q.db: database is locked); waiting for it (gives up after 1 s)"]
+    assert clock.sleeps == [0.5, 0.5, pytest.approx(0.2)]  # never past the deadline
+
+
+def test_poll_gives_the_default_while_the_database_is_away():
+    clock, notes = Clock(), []
+    p = patience(clock, notes, limit=5)
+    away = [True]
+
+    def read():
+        if away[0]:
+            raise DatabaseUnavailable("lost the connection")
+        return "fresh"
+
+    assert p.poll(read, default="stale") == "stale"
+    clock.sleep(1)
+    assert p.poll(read, default="stale") == "stale" and len(notes) == 1
+    away[0] = False
+    assert p.poll(read, default="stale") == "fresh"
+    assert notes[1] == "the database is back after 1.0 s; waiting on"
+
+
+@pytest.mark.parametrize("raw, limit", [("", LIMIT), ("0", 0.0), ("90", 90.0), ("5m", 300.0), (" 2.5 ", 2.5)])
+def test_the_limit_comes_from_the_environment(raw, limit):
+    assert limit_from_environment({"QUEUECTL_OUTAGE_LIMIT": raw}) == limit
+    assert limit_from_environment({}) == LIMIT
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1", "forever", "nan"])
+def test_a_bad_limit_is_a_configuration_error(raw):
+    with pytest.raises(InvalidConfig, match="QUEUECTL_OUTAGE_LIMIT"):
+        limit_from_environment({"QUEUECTL_OUTAGE_LIMIT": raw})
+
+
+@pytest.fixture
+def db(backend_db):
+    return backend_db
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize("args", [("enqueue", "--wait", '{"id": "x", "command": "true"}'),
+                                  ("enqueue", "--follow", '{"id": "x", "command": "true"}'),
+                                  ("wait", "x"), ("logs", "-f", "x"), ("cancel", "x")])
+def test_a_bad_limit_exits_78_before_the_command_does_anything(db, run_cli, store, args):
+    r = run_cli(*args, env={"QUEUECTL_OUTAGE_LIMIT": "5 minutes"})
+    assert_error(r, 78, "QUEUECTL_OUTAGE_LIMIT must be a number of seconds or a duration", "'5 minutes'")
+    assert store.list_jobs() == []
+
+
+def test_wait_for_end_goes_on_through_an_outage(store):
+    add(store, id="a")
+    clock, notes = Clock(), []
+    reads = []
+
+    def down() -> bool:
+        reads.append(clock.now)
+        if len(reads) == 3:
+            ended(store, "a", ok)  # the job ends during the outage
+        return 2 <= len(reads) <= 6
+
+    jobs, late = wait_for_end(Flaky(store, down), ["a"], patience(clock, notes), sleep=clock.sleep)
+    assert (jobs["a"].state.value, late) == ("completed", [])
+    assert [n.split(" (")[0] for n in notes] == ["database unavailable", "the database is back after 2.5 s; waiting on"]
+
+
+def test_the_follower_keeps_its_place_through_an_outage(store):
+    from test_follow import record, started
+
+    add(store, id="a")
+    w = started(store)
+    clock, notes, out, err = Clock(), [], io.BytesIO(), io.BytesIO()
+    steps = iter([
+        lambda: record(store, w, "a", b"one\n", 0),
+        lambda: None,  # the outage begins at the next read...
+        lambda: record(store, w, "a", b"two\n", 4),  # ...while the worker records more
+        lambda: None,
+        lambda: (record(store, w, "a", b"three\n", 8),
+                 finish(store, w, [Outcome("a", True, 0, None, b"one\ntwo\nthree\n", b"")], NOW)),
+    ])
+    reads = []
+
+    def down() -> bool:
+        reads.append(1)
+        return len(reads) in (3, 4, 5)
+
+    def sleep(seconds):
+        next(steps, lambda: None)()
+        clock.sleep(seconds)
+
+    job = follow(Flaky(store, down), "a", out, err, notes.append, sleep=sleep,
+                 patience=Patience(notes.append, limit=60, clock=clock, sleep=sleep))
+    assert job.state.value == "completed"
+    assert out.getvalue() == b"one\ntwo\nthree\n"  # each once, none lost
+    assert [n.split(" (")[0] for n in notes] == ["database unavailable", "the database is back after 1.5 s; waiting on"]
+
+
+
+# -- real processes, a real server ---------------------------------------------------------------------
+
+
+class Waiter:
+    """A queuectl command run as a process, its stdout and stderr in files (read while it runs)."""
+
+    def __init__(self, db: str, tmp_path, name: str, *args: str, env: dict | None = None):
+        self.name = name
+        self.out_path, self.err_path = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen([*QUEUECTL, "--db", db, *args], stdout=out, stderr=err,
+                                         env={**os.environ, **(env or {})})
+
+    def out(self) -> str:
+        return self.out_path.read_text()
+
+    def err(self) -> str:
+        return self.err_path.read_text()
+
+    def finish(self, timeout: float = 60) -> int:
+        """Its exit status, once it has exited (killed after `timeout` seconds: the test fails)."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"{self.name} still running after {timeout} s: {self.err()}") from None
+
+    def __repr__(self) -> str:
+        return f"{self.name}: exit {self.proc.poll()}, stdout {self.out()!r}, stderr {self.err()!r}"
+
+
+#: What each kind of waiter runs while it waits (the last statement its connection ran, as
+#: pg_stat_activity shows it): the reads of wait, enqueue --wait and cancel --wait (Store.jobs_by_id;
+#: not cancel's own `SELECT id, seq ... WHERE id IN`), and the follower's (Store.read_output).
+POLLING = {"jobs by id": "SELECT seq, id, queue, command, %FROM queuectl.jobs WHERE id IN%",
+           "output": "%out_attempt%"}
+
+
+def polling(pg_server, db: str, kind: str) -> int:
+    """How many connections to the test's database last ran, and finished, the reads of waiters of `kind`."""
+    dbname = unquote(db.rsplit("/", 1)[1])
+    return pg_server.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state = 'idle'"
+                         " AND query LIKE %s", params=(dbname, POLLING[kind]))[0][0]
+
+
+#: The followed job: 40 lines, the last 20 once the test has made the file GATE.
+TALK = ("for i in $(seq 40); do echo line $i; sleep 0.02;"
+        " if [ $i = 20 ]; then while [ ! -e {gate} ]; do sleep 0.02; done; fi; done")
+LINES = "".join(f"line {i}\n" for i in range(1, 41))
+
+
+def _waiters(db: str, run_cli, pg_server, workers, tmp_path, env: dict | None = None,
+             extra: dict[str, tuple[str, ...]] | None = None) -> tuple[dict, object]:
+    """A worker running `talk` (TALK), `deploy` (waits for the gate) and `stubborn` (ignores SIGTERM), and
+    waiters polling for each: `logs -f talk`, `enqueue --wait` of deploy, `wait talk deploy`, the `extra`
+    ones (name: arguments; without `env`) and last `cancel --wait 60 stubborn`, whose SIGKILL comes 5 s
+    after the cancel: the outage must begin sooner. Returns (the waiters by name, the gate)."""
+    configure(run_cli, ("poll-interval", "0.1"))
+    gate = tmp_path / "gate"
+    enqueue(run_cli, id="talk", command=TALK.format(gate=gate))
+    enqueue(run_cli, id="stubborn", command="trap '' TERM; while true; do sleep 0.02; done")
+    workers.start("--count", "3")
+    waiters = {"follow": Waiter(db, tmp_path, "follow", "logs", "-f", "talk", env=env),
+               "enqueue": Waiter(db, tmp_path, "enqueue", "enqueue", "--wait", json.dumps(
+                   {"id": "deploy", "command": f"while [ ! -e {gate} ]; do sleep 0.02; done"}), env=env)}
+    wait_for(lambda: waiters["enqueue"].out() == "deploy\n", message=f"the enqueue: {waiters}")
+    waiters["wait"] = Waiter(db, tmp_path, "wait", "wait", "talk", "deploy", env=env)
+    with_stubborn = {"stubborn", "talk", "deploy"}
+    wait_for(lambda: {j["id"] for j in json.loads(run_cli("list", "--state", "processing", "--json").stdout)}
+             == with_stubborn, message="the three jobs to run")
+    for name, args in (extra or {}).items():
+        waiters[name] = Waiter(db, tmp_path, name, *args)
+    wait_for(lambda: waiters["follow"].out().count("\n") == 20 and polling(pg_server, db, "jobs by id") == 2 + len(
+        extra or ()) and polling(pg_server, db, "output") == 1, message=f"the waiters to poll: {waiters}")
+    waiters["cancel"] = Waiter(db, tmp_path, "cancel", "cancel", "stubborn", "--wait", "60", env=env)
+    wait_for(lambda: polling(pg_server, db, "jobs by id") == 3 + len(extra or ()),
+             message=f"the cancel to wait: {waiters}")
+    return waiters, gate
+
+
+#: The tests of real processes: on PostgreSQL, whose server they restart and stop.
+POSTGRESQL_ONLY = pytest.mark.parametrize("backend_db", ["postgresql"], indirect=True)
+
+
+@pytest.fixture
+def server_back(pg_server):
+    """The session's server, started again after the test if it stopped it."""
+    yield pg_server
+    if not pg_server.running():
+        pg_server.start()
+
+
+@pytest.mark.processes
+@POSTGRESQL_ONLY
+@pytest.mark.parametrize("outage", ["restart -m fast", "stopped for 3 s"])
+def test_waiters_go_on_through_an_outage_and_exit_as_they_would_have(outage, db, run_cli, server_back, workers,
+                                                                      tmp_path):
+    pg_server = server_back
+    waiters, gate = _waiters(db, run_cli, pg_server, workers, tmp_path)
+    if outage == "restart -m fast":
+        pg_server.restart("fast")
+    else:
+        pg_server.stop("fast")
+        down = time.monotonic()
+        wait_for(lambda: all("database unavailable" in w.err() for w in waiters.values()),
+                 message=f"every waiter to see the outage: {waiters}")
+        assert all(w.proc.poll() is None for w in waiters.values()), waiters
+        time.sleep(max(0.0, 3 - (time.monotonic() - down)))  # the fault's length
+        pg_server.start()
+    gate.touch()
+    codes = {name: w.finish() for name, w in waiters.items()}
+    assert codes == dict.fromkeys(waiters, 0), "\n".join(map(repr, waiters.values()))
+    assert waiters["follow"].out() == LINES  # every line once, in order
+    assert waiters["enqueue"].out() == "deploy\n" and waiters["wait"].out() == ""
+    assert waiters["cancel"].out() == "stubborn: stopped and cancelled\n"
+    for w in waiters.values():
+        lines = w.err().splitlines()
+        assert len(lines) == 2, w
+        limit = "300" if w.name != "cancel" else "(59|60)"  # cancel: its --wait 60 comes first
+        assert re.fullmatch(r"queuectl: database unavailable \((lost the connection to|cannot connect to) database"
+                            rf" postgresql://.*\); waiting for it \(gives up after {limit} s\)", lines[0]), w
+        assert lines[1].startswith("queuectl: the database is back after "), w
+    assert all(p.poll() is None for p in workers.procs)  # the worker rode it out too
+
+
+@pytest.mark.processes
+@POSTGRESQL_ONLY
+def test_an_outage_longer_than_the_limit_or_the_timeout_ends_a_waiter_with_one_line_and_exit_1(
+        db, run_cli, server_back, workers, tmp_path):
+    pg_server = server_back
+    waiters, gate = _waiters(db, run_cli, pg_server, workers, tmp_path, env={"QUEUECTL_OUTAGE_LIMIT": "2"},
+                             extra={"timeout": ("wait", "talk", "--timeout", "15")})  # the default limit, 300 s
+    pg_server.stop("fast")
+    down = time.monotonic()
+    codes = {name: w.finish() for name, w in waiters.items()}
+    took = time.monotonic() - down
+    assert codes == dict.fromkeys(waiters, 1), "\n".join(map(repr, waiters.values()))
+    assert 2 <= took < 30, (took, waiters)
+    assert waiters["follow"].out() == LINES[:LINES.index("line 21")]  # what it printed before stays printed
+    for name, w in waiters.items():
+        lines = w.err().splitlines()
+        assert len(lines) == 2 and lines[0].startswith("queuectl: database unavailable ("), w
+        why = "when the time to wait ran out" if name == "timeout" else "(QUEUECTL_OUTAGE_LIMIT 2 s)"
+        assert lines[1].startswith("queuectl: error: gave up waiting: the database has been unavailable for "), w
+        assert why in lines[1], w
