@@ -5,6 +5,7 @@ recovery frees a place; bad input is one line, exit 2, nothing stored."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import threading
 
 import pytest
@@ -166,6 +167,26 @@ def test_claims_of_another_boot_are_counted_on_the_wall_clock_and_a_step_back_ho
     assert store.rate_room_at([], behind) == pytest.approx(NOW - 3600 + 5.0 + RATE_SLACK, abs=0.01)
     assert claim(store, w, [], 6, Instant(NOW - 3600 + 5.0, 7.0, "boot-b")) == []
     assert len(claim(store, w, [], 6, Instant(NOW - 3600 + 5.6, 7.6, "boot-b"))) == 2
+
+
+def test_claims_recorded_before_the_migration_still_count_on_the_wall_clock(db, monkeypatch):
+    """A database of the version before (queue_starts without boot and mono: SQLite 8, PostgreSQL 6) keeps its
+    limits and claims through the migration; those claims count on the wall clock, the new ones on the
+    monotonic clock."""
+    engine = importlib.import_module("queuectl.store.postgres" if db.startswith("postgresql")
+                                     else "queuectl.store.sqlite")
+    monkeypatch.setattr(engine, "SCHEMA_VERSION", engine.SCHEMA_VERSION - 1)
+    with open_store(db) as old:
+        old.c.execute("INSERT INTO queues (name, rate_count, rate_window) VALUES ('rq', 2, 5.0)")
+        old.c.execute("INSERT INTO queue_starts (queue, at) VALUES ('rq', ?)", (NOW,))
+    monkeypatch.undo()
+    with open_store(db) as store:
+        fill(store, "rq", 4)
+        w = register(store, slots=4)
+        assert len(claim(store, w, [], 4, Instant(NOW + 1, 3.0, "boot-x"))) == 1  # the old claim fills half
+        assert claim(store, w, [], 4, Instant(NOW + 5.4, 7.4, "boot-x")) == []
+        assert len(claim(store, w, [], 4, Instant(NOW + 5.6, 7.6, "boot-x"))) == 1  # it is 5.5 s old
+        assert len(claim(store, w, [], 4, Instant(NOW + 5.6, 8.6, "boot-x"))) == 1  # the new one, on mono
 
 
 def test_claim_limited_is_rendered_from_the_time_rules_written_once():
