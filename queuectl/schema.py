@@ -135,6 +135,7 @@ CREATE INDEX queue_starts_queue ON queue_starts (queue, at);
 START_CLOCKS = """
 ALTER TABLE queue_starts ADD COLUMN boot TEXT;          -- boot id of the claim's monotonic reading
 ALTER TABLE queue_starts ADD COLUMN mono REAL_T;        -- CLOCK_MONOTONIC seconds of that boot
+CREATE INDEX queue_starts_mono ON queue_starts (queue, boot, mono);
 """
 
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.

@@ -29,7 +29,7 @@ def db(backend_db):
 
 #: The first 16 hex digits of the sha256 of claim_limited() as PostgreSQL's latest step that replaces it renders
 #: it (see test_claim_limited_in_the_database_is_the_current_rendering).
-CLAIM_LIMITED_FINGERPRINT = "7ed31a54c32b7039"
+CLAIM_LIMITED_FINGERPRINT = "05e2628bc52dcb4b"
 
 
 def at(wall: float) -> Instant:
@@ -189,12 +189,32 @@ def test_claims_recorded_before_the_migration_still_count_on_the_wall_clock(db, 
         assert len(claim(store, w, [], 4, Instant(NOW + 5.6, 8.6, "boot-x"))) == 1  # the new one, on mono
 
 
+def test_expire_forgets_exactly_the_claims_whose_age_is_past_the_window(store):
+    """timing.EXPIRE (the age solved for each clock's column, for the indexes) and timing.start_age agree: of
+    claims of this boot, of another, and of none (recorded before the migration), stepped or not, the ones
+    deleted are those start_age puts at the window and slack or beyond."""
+    now = Instant(NOW, 100.0, "this-boot")
+    rows = [(NOW - 100, "this-boot", 99.0), (NOW + 100, "this-boot", 94.6), (NOW, "this-boot", 94.4),
+            (NOW - 5.4, "other", 1e6), (NOW - 5.6, "other", 0.0), (NOW + 3600, "other", 0.0), (NOW - 6, None, None),
+            (NOW - 5, None, None)]
+    for at_, boot, mono in rows:
+        store.c.execute("INSERT INTO queue_starts (queue, at, boot, mono) VALUES ('rq', ?, ?, ?)", (at_, boot, mono))
+    values = {**timing.clock_values(now), "queue": "rq", "window": 5.0, "slack": RATE_SLACK}
+    age_sql, params = timing.bind(f"SELECT at, boot, mono, {timing.start_age()} AS age FROM queue_starts", values)
+    keep = sorted((r["at"], r["boot"] or "") for r in store.c.execute(age_sql, params).fetchall()
+                  if r["age"] < 5.0 + RATE_SLACK)
+    for statement in timing.EXPIRE:
+        store.c.execute(*timing.bind(statement, values))
+    assert sorted((r[0], r[1] or "") for r in store.c.execute("SELECT at, boot FROM queue_starts")) == keep
+    assert len(keep) == 5
+
+
 def test_claim_limited_is_rendered_from_the_time_rules_written_once():
     """PostgreSQL's claim_limited holds each time rule as queuectl.store.timing writes it, the statements of
     SqlStore the same rules with ? placeholders; the step tolerance and rate slack appear nowhere else."""
     text = claim_limited()
     names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack"}
-    for rule in (timing.due("j."), timing.REBASE, timing.EXPIRE, timing.ahead("room", "p_free")):
+    for rule in (timing.due("j."), timing.REBASE, *timing.EXPIRE, timing.ahead("room", "p_free")):
         assert timing.render(rule, names) in text
     assert timing.render(timing.RECORD, {**names, "queue": "queue"}) in text
     assert sql_module._DUE == timing.placeholders(timing.due())[0]

@@ -153,7 +153,8 @@ class LimitStore:
             if r["rate_count"] is not None:
                 values = {**clock, "queue": r["name"], "window": r["rate_window"], "slack": RATE_SLACK}
                 c.execute(*timing.bind(timing.REBASE, values))
-                c.execute(*timing.bind(timing.EXPIRE, values))
+                for statement in timing.EXPIRE:
+                    c.execute(*timing.bind(statement, values))
                 room = min(room, r["rate_count"] - c.execute("SELECT count(*) FROM queue_starts WHERE queue = ?",
                                                              (r["name"],)).fetchone()[0])
             allowed[r["name"]] = min(c.execute(*timing.bind(_AHEAD, {"room": max(0, room), "free": free})

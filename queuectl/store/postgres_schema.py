@@ -124,7 +124,7 @@ def claim_limited() -> str:
     """The CREATE OR REPLACE FUNCTION of claim_limited with the rules of queuectl.store.timing rendered in (its
     arguments for the clock: p_domain, p_mono, p_now; the queue: q; its window: lim.rate_window; slack: p_slack)."""
     names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack"}
-    rules = {"REBASE": timing.REBASE, "EXPIRE": timing.EXPIRE, "AHEAD": timing.ahead("room", "p_free"),
+    rules = {"REBASE": timing.REBASE, "EXPIRE": ";\n                ".join(timing.EXPIRE), "AHEAD": timing.ahead("room", "p_free"),
              "DUE": timing.due("j."), "RECORD": timing.RECORD.replace("{queue}", "queue")}
     text = _CLAIM_LIMITED
     for token, sql in rules.items():

@@ -25,6 +25,7 @@ its clock by more than clock.STEP_TOLERANCE shows a clock stepped back since it 
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Mapping
 
@@ -53,25 +54,36 @@ def due(col: str = "") -> str:
             " END)")
 
 
+def _same_boot(col: str) -> str:
+    """The condition that a queue_starts row (`col`: its alias and a dot, or "") was recorded in the reader's boot."""
+    return f"{col}boot = {{domain}}"
+
+
 def start_age(col: str = "") -> str:
     """Seconds from a rate-limited claim (a queue_starts row; `col`: its alias and a dot, or "") to the reader's now.
 
     On the monotonic clock of the claim's boot when the reader shares it; else on the wall clock,
-    where it is negative for a claim recorded before the clock was stepped back (see `rebase`).
+    where it is negative for a claim recorded before the clock was stepped back (see REBASE).
     Slots: domain, mono, wall.
     """
-    return f"(CASE WHEN {col}boot = {{domain}} THEN {{mono}} - {col}mono ELSE {{wall}} - {col}at END)"
+    return f"(CASE WHEN {_same_boot(col)} THEN {{mono}} - {col}mono ELSE {{wall}} - {col}at END)"
 
 
 #: The claims of queue {queue} that a wall clock stepped back (by more than STEP_TOLERANCE) put in the
 #: future are recorded again as made now, on the reader's clocks: they count one whole window from
 #: now (no burst), and a step back holds the queue no longer than that window, not for the length of
-#: the step. A claim of the reader's boot never needs it. Slots: wall, domain, mono, queue.
+#: the step. A claim of the reader's boot never needs it. (`at > {wall} + ...` only lets the index on
+#: (queue, at) find the few rows that can be so.) Slots: wall, domain, mono, queue.
 REBASE = (f"UPDATE queue_starts SET at = {{wall}}, boot = {{domain}}, mono = {{mono}} WHERE queue = {{queue}}"
-          f" AND {start_age()} < -{STEP_TOLERANCE}")
-#: Forgets the claims of queue {queue} older than its window (seconds) and {slack}: they no longer
-#: count. Slots: queue, domain, mono, wall, window, slack.
-EXPIRE = f"DELETE FROM queue_starts WHERE queue = {{queue}} AND {start_age()} >= {{window}} + {{slack}}"
+          f" AND at > {{wall}} + {STEP_TOLERANCE} AND {start_age()} < -{STEP_TOLERANCE}")
+#: Forget the claims of queue {queue} whose start_age is {window} (seconds) and {slack} or more: they no longer
+#: count. Two statements, the age solved for the column of each clock, so that each finds its rows by an
+#: index (queue, boot, mono; queue, at) rather than reading every claim of the queue's window. Slots: queue,
+#: domain, mono, wall, window, slack.
+EXPIRE = (f"DELETE FROM queue_starts WHERE queue = {{queue}} AND {_same_boot('')}"
+          " AND mono <= {mono} - {window} - {slack}",
+          "DELETE FROM queue_starts WHERE queue = {queue} AND at <= {wall} - {window} - {slack}"
+          f" AND NOT coalesce({_same_boot('')}, 1 = 0)")
 #: Records a claim of {queue} made now, on the reader's clocks (an INSERT ... SELECT: claim_limited adds the
 #: FROM of its claimed jobs).
 RECORD = "INSERT INTO queue_starts (queue, at, boot, mono) SELECT {queue}, {wall}, {domain}, {mono}"
@@ -100,6 +112,7 @@ def bind(sql: str, values: Mapping[str, Any], *args: Any) -> tuple[str, list]:
     return text, [next(rest) if slot is None else values[slot] for slot in order]
 
 
+@functools.lru_cache(maxsize=64)
 def placeholders(sql: str) -> tuple[str, tuple[str | None, ...]]:
     """Return `sql` with each `{slot}` turned into `?`, and the slot of each `?` in order (None: a `?` already
     there). For a statement run often: bind its parameters by the order, without parsing it each time."""
