@@ -129,6 +129,15 @@ CREATE TABLE queue_starts (queue TEXT NOT NULL, at REAL_T NOT NULL);
 CREATE INDEX queue_starts_queue ON queue_starts (queue, at);
 """
 
+#: The clock of a rate-limited claim (queuectl.store.timing), as both engines add it (REAL_T: each engine's
+#: type): the boot id and CLOCK_MONOTONIC seconds of the claiming worker beside its wall-clock `at`. Rows
+#: from before (NULL boot) are read on the wall clock, as before.
+START_CLOCKS = """
+ALTER TABLE queue_starts ADD COLUMN boot TEXT;          -- boot id of the claim's monotonic reading
+ALTER TABLE queue_starts ADD COLUMN mono REAL_T;        -- CLOCK_MONOTONIC seconds of that boot
+CREATE INDEX queue_starts_mono ON queue_starts (queue, boot, mono);
+"""
+
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -348,6 +357,8 @@ END;
     # Schedules and limits: SCHEDULES_LIMITS (both engines).
     8: SCHEDULES_LIMITS.replace("SCHEDULE_PK", "TEXT PRIMARY KEY").replace("REAL_T", "REAL")
                        .replace("INT_T", "INTEGER"),
+    # Rate windows on the monotonic clock: START_CLOCKS (both engines).
+    9: START_CLOCKS.replace("REAL_T", "REAL"),
 }
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.

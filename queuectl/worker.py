@@ -675,8 +675,8 @@ class Worker:
     def _note_gap(self, now: Instant) -> None:
         """Look at the time since the last heartbeat: a wall-clock step, or a worker held up.
 
-        A wall-clock step (wall delta against monotonic delta) is only logged: liveness and
-        due times are judged on monotonic clocks. A heartbeat that came late (a write that
+        A wall-clock step (wall delta against monotonic delta) is only logged: liveness, due
+        times and rate windows are judged on monotonic clocks (queuectl.store.timing). A heartbeat that came late (a write that
         waited long for a lock, a process stopped or starved) means this worker could not
         watch the others meanwhile: they get stale-after to show a sign of life.
         """
@@ -685,8 +685,8 @@ class Worker:
             return
         step = (now.wall - last.wall) - (now.mono - last.mono)
         if abs(step) > STEP_TOLERANCE:
-            log.warning("the wall clock stepped by %+.1f s since the last heartbeat; liveness and due"
-                        " times follow the monotonic clock, so no job is affected", step)
+            log.warning("the wall clock stepped by %+.1f s since the last heartbeat; liveness, due times and"
+                        " rate windows follow the monotonic clock, so no job is affected", step)
         if self.monotonic() - last.mono > 2 * self._beat_interval() + 1:
             self.recovery.watch.writes_resumed(Instant(now.wall, self.monotonic(), now.domain))
 

@@ -4,15 +4,20 @@ recovery frees a place; bad input is one line, exit 2, nothing stored."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import threading
 
 import pytest
 
 from conftest import assert_error, snapshot
-from queuectl.clock import Instant
+from queuectl.clock import STEP_TOLERANCE, Instant
 from queuectl.errors import InvalidInput
 from queuectl.store import Exchange, open_store
+from queuectl.store import sql as sql_module
+from queuectl.store import timing
 from queuectl.store.limits import RATE_SLACK
+from queuectl.store.postgres_schema import MIGRATIONS, claim_limited
 from storeops import claim, finish
 from test_store import NOW, add, ok, register
 
@@ -20,6 +25,11 @@ from test_store import NOW, add, ok, register
 @pytest.fixture
 def db(backend_db):
     return backend_db
+
+
+#: The first 16 hex digits of the sha256 of claim_limited() as PostgreSQL's latest step that replaces it renders
+#: it (see test_claim_limited_in_the_database_is_the_current_rendering).
+CLAIM_LIMITED_FINGERPRINT = "05e2628bc52dcb4b"
 
 
 def at(wall: float) -> Instant:
@@ -113,6 +123,117 @@ def test_rate_room_at_is_when_the_window_frees_a_place_of_a_queue_held_back(stor
     store.set_paused(["mail"], False, NOW + 1)
     store.cancel(["mail-2"], NOW + 1)
     assert store.rate_room_at([], at(NOW + 1)) is None  # nothing of it is due
+
+
+def test_a_forward_wall_clock_step_frees_no_place_in_a_rate_window(store):
+    """The wall clock steps +1 h, the monotonic one 0.2 s (issue 25: three starts within 0.22 s): the two claims
+    still fill the window of --rate 2/5s until 5 s (and the slack) have passed on the monotonic clock."""
+    fill(store, "rq", 6)
+    store.set_limit("rq", at(NOW), rate=(2, 5.0))
+    w = register(store, slots=6)
+    assert len(claim(store, w, [], 6, at(NOW))) == 2
+    ahead_1h = Instant(NOW + 3600.2, NOW + 0.2, "test-boot")
+    assert claim(store, w, [], 6, ahead_1h) == []
+    # A place comes back 5.3 s later on the monotonic clock, said on the (stepped) wall clock.
+    assert store.rate_room_at([], ahead_1h) == pytest.approx(NOW + 3600.2 + 5.0 + RATE_SLACK - 0.2, abs=0.01)
+    assert claim(store, w, [], 6, Instant(NOW + 3604.9, NOW + 4.9, "test-boot")) == []
+    assert len(claim(store, w, [], 6, Instant(NOW + 3605.6, NOW + 5.6, "test-boot"))) == 2
+
+
+def test_a_backward_wall_clock_step_holds_a_queue_one_window_at_most(store):
+    """-1 h on the wall clock: the queue goes on when the window has passed on the monotonic clock (issue 25:
+    none of 6 jobs ran in the next 60 s)."""
+    fill(store, "rq", 6)
+    store.set_limit("rq", at(NOW), rate=(2, 5.0))
+    w = register(store, slots=6)
+    assert len(claim(store, w, [], 6, at(NOW))) == 2
+    behind_1h = Instant(NOW - 3600 + 1.0, NOW + 1.0, "test-boot")
+    assert claim(store, w, [], 6, behind_1h) == []
+    assert store.rate_room_at([], behind_1h) == pytest.approx(NOW - 3600 + 5.0 + RATE_SLACK, abs=0.01)
+    assert len(claim(store, w, [], 6, Instant(NOW - 3600 + 5.6, NOW + 5.6, "test-boot"))) == 2
+
+
+def test_claims_of_another_boot_are_counted_on_the_wall_clock_and_a_step_back_holds_one_window(store):
+    """Claims recorded by another boot (another host, or before a reboot) have no monotonic reading this reader
+    shares: they count on the store's wall clock; found ahead of it (the clock stepped back), they count one
+    whole window from then: no burst, and no hold for the length of the step."""
+    fill(store, "rq", 6)
+    store.set_limit("rq", at(NOW), rate=(2, 5.0))
+    w = register(store, slots=6)
+    assert len(claim(store, w, [], 6, Instant(NOW, 50.0, "boot-a"))) == 2
+    assert claim(store, w, [], 6, Instant(NOW + 5.0, 1.0, "boot-b")) == []  # in the window, on the wall clock
+    behind = Instant(NOW - 3600, 2.0, "boot-b")
+    assert claim(store, w, [], 6, behind) == []  # in the future: counted again as made now
+    assert store.rate_room_at([], behind) == pytest.approx(NOW - 3600 + 5.0 + RATE_SLACK, abs=0.01)
+    assert claim(store, w, [], 6, Instant(NOW - 3600 + 5.0, 7.0, "boot-b")) == []
+    assert len(claim(store, w, [], 6, Instant(NOW - 3600 + 5.6, 7.6, "boot-b"))) == 2
+
+
+def test_claims_recorded_before_the_migration_still_count_on_the_wall_clock(db, monkeypatch):
+    """A database of the version before (queue_starts without boot and mono: SQLite 8, PostgreSQL 6) keeps its
+    limits and claims through the migration; those claims count on the wall clock, the new ones on the
+    monotonic clock."""
+    engine = importlib.import_module("queuectl.store.postgres" if db.startswith("postgresql")
+                                     else "queuectl.store.sqlite")
+    monkeypatch.setattr(engine, "SCHEMA_VERSION", engine.SCHEMA_VERSION - 1)
+    with open_store(db) as old:
+        old.c.execute("INSERT INTO queues (name, rate_count, rate_window) VALUES ('rq', 2, 5.0)")
+        old.c.execute("INSERT INTO queue_starts (queue, at) VALUES ('rq', ?)", (NOW,))
+    monkeypatch.undo()
+    with open_store(db) as store:
+        fill(store, "rq", 4)
+        w = register(store, slots=4)
+        assert len(claim(store, w, [], 4, Instant(NOW + 1, 3.0, "boot-x"))) == 1  # the old claim fills half
+        assert claim(store, w, [], 4, Instant(NOW + 5.4, 7.4, "boot-x")) == []
+        assert len(claim(store, w, [], 4, Instant(NOW + 5.6, 7.6, "boot-x"))) == 1  # it is 5.5 s old
+        assert len(claim(store, w, [], 4, Instant(NOW + 5.6, 8.6, "boot-x"))) == 1  # the new one, on mono
+
+
+def test_expire_forgets_exactly_the_claims_whose_age_is_past_the_window(store):
+    """timing.EXPIRE (the age solved for each clock's column, for the indexes) and timing.start_age agree: of
+    claims of this boot, of another, and of none (recorded before the migration), stepped or not, the ones
+    deleted are those start_age puts at the window and slack or beyond."""
+    now = Instant(NOW, 100.0, "this-boot")
+    rows = [(NOW - 100, "this-boot", 99.0), (NOW + 100, "this-boot", 94.6), (NOW, "this-boot", 94.4),
+            (NOW - 5.4, "other", 1e6), (NOW - 5.6, "other", 0.0), (NOW + 3600, "other", 0.0), (NOW - 6, None, None),
+            (NOW - 5, None, None)]
+    for at_, boot, mono in rows:
+        store.c.execute("INSERT INTO queue_starts (queue, at, boot, mono) VALUES ('rq', ?, ?, ?)", (at_, boot, mono))
+    values = {**timing.clock_values(now), "queue": "rq", "window": 5.0, "slack": RATE_SLACK}
+    age_sql, params = timing.bind(f"SELECT at, boot, mono, {timing.start_age()} AS age FROM queue_starts", values)
+    keep = sorted((r["at"], r["boot"] or "") for r in store.c.execute(age_sql, params).fetchall()
+                  if r["age"] < 5.0 + RATE_SLACK)
+    for statement in timing.EXPIRE:
+        store.c.execute(*timing.bind(statement, values))
+    assert sorted((r[0], r[1] or "") for r in store.c.execute("SELECT at, boot FROM queue_starts")) == keep
+    assert len(keep) == 5
+
+
+def test_claim_limited_is_rendered_from_the_time_rules_written_once():
+    """PostgreSQL's claim_limited holds each time rule as queuectl.store.timing writes it, the statements of
+    SqlStore the same rules with ? placeholders; the step tolerance and rate slack appear nowhere else."""
+    text = claim_limited()
+    names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack"}
+    for rule in (timing.due("j."), timing.REBASE, *timing.EXPIRE, timing.ahead("room", "p_free")):
+        assert timing.render(rule, names) in text
+    assert timing.render(timing.RECORD, {**names, "queue": "queue"}) in text
+    assert sql_module._DUE == timing.placeholders(timing.due())[0]
+    assert f"+ {STEP_TOLERANCE}" in text and "{" not in text.replace("'{}'", "")  # every slot rendered
+    assert any(step.endswith(text) for step in MIGRATIONS.values())  # a step installs it as rendered
+
+
+def test_claim_limited_in_the_database_is_the_current_rendering(store, db):
+    """A database migrated by this queuectl holds claim_limited as claim_limited() renders it now. Its
+    fingerprint is pinned: a change to a time rule (queuectl.store.timing) must come with a PostgreSQL
+    migration step that replaces the function (run claim_limited() again), then a new fingerprint here."""
+    text = claim_limited()
+    assert hashlib.sha256(text.encode()).hexdigest()[:16] == CLAIM_LIMITED_FINGERPRINT, (
+        "a time rule changed: add a PostgreSQL migration step that runs claim_limited(), then update the fingerprint")
+    if not db.startswith("postgresql"):
+        return
+    (body,) = store.c.execute("SELECT prosrc FROM pg_proc WHERE proname = 'claim_limited'"
+                              " AND pronamespace = 'queuectl'::regnamespace").fetchone()
+    assert body == text.split("$$", 1)[1].rsplit("$$", 1)[0]
 
 
 def test_concurrent_claims_keep_the_limit(store, db):

@@ -116,7 +116,8 @@ class Store(Protocol):
         """Every queue's limits, by queue."""
 
     def rate_room_at(self, queues: Sequence[str], now: Instant | float) -> float | None:
-        """When a rate limit that holds back a queue of `queues` next frees a place (Unix seconds), or None."""
+        """When a rate limit that holds back a queue of `queues` next frees a place (Unix seconds on the store's
+        clock; the window itself is read on the monotonic clock, see queuectl.store.timing), or None."""
 
     def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
               limit: int = ...) -> int:

@@ -7,14 +7,18 @@ after the other, and the second counts what the first claimed. Then:
 
 - concurrency N: the queue's processing jobs (claimed ones not yet started included) number
   at most N. A job recovered from a dead worker, given back or ended frees its place.
-- rate COUNT/WINDOW: the queue's claims in the last WINDOW seconds (on the store's clock,
-  kept in queue_starts) number at most COUNT. A job starts within milliseconds of its claim;
-  so that the starts themselves also keep the limit, the window is taken RATE_SLACK seconds
-  longer.
+- rate COUNT/WINDOW: the queue's claims in the last WINDOW seconds (kept in queue_starts) number at
+  most COUNT. A job starts within milliseconds of its claim; so that the starts themselves also keep
+  the limit, the window is taken RATE_SLACK seconds longer. The window is measured on the clock of
+  queuectl.store.timing, which no wall-clock step moves: a claim's age is read on the monotonic clock
+  of the boot that made it when the reader shares that boot (every worker of a SQLite database on
+  one host), else on the store's wall clock (on PostgreSQL the server's). A forward step so frees no
+  place early; a claim that a step back put in the future counts one whole window from when a
+  claim finds it (timing.REBASE), so that a step back holds the queue at most one window.
 - Claiming ahead: a worker busy with short jobs claims jobs ahead of its free slots (its
   reserve, queuectl.worker); a job so claimed holds a place before it runs. Of a limited
   queue, a claim takes for the free slots what the limit allows, and ahead of them at most half
-  of the room left beyond that, so that the other workers always find room too. (A job waits
+  of the room left beyond that, so that the other workers always find room too (timing.ahead). (A job waits
   in a reserve milliseconds, not longer: a reserve behind slots busy with longer jobs is given
   back at once.)
 - The other queues are claimed as ever: a full limited queue never holds them back.
@@ -26,6 +30,7 @@ from typing import Sequence
 
 from queuectl.clock import Instant, instant
 from queuectl.models import QueueLimit
+from queuectl.store import timing
 
 #: Seconds added to a rate limit's window (see the module).
 RATE_SLACK = 0.5
@@ -39,6 +44,8 @@ READY = "state IN ('pending', 'failed')"
 #: year and a day, as the longest --every).
 MAX_COUNT = 2**31 - 1
 MAX_WINDOW = 366 * 86400
+#: How many jobs of a limited queue a claim may take (slots: room, free; see timing.ahead).
+_AHEAD = f"SELECT {timing.ahead('{room}', '{free}')}"
 #: Unchanged: what set_limit takes as "not given".
 UNCHANGED = object()
 
@@ -46,7 +53,7 @@ UNCHANGED = object()
 class LimitStore:
     """SqlStore's limit operations (see the module); uses SqlStore's _write, _errors, _notify, c,
     FOR_UPDATE, READY_QUEUE_INDEX and _ready_filter. PostgreSQL overrides _claim_within_limits with a function
-    of the same rules (postgres_schema.CLAIM_LIMITED), which its one-statement exchange calls too."""
+    of the same rules (postgres_schema.claim_limited), which its one-statement exchange calls too."""
 
     #: The index hint of per-queue reads of ready jobs ("" where the planner needs none).
     READY_QUEUE_INDEX = ""
@@ -93,18 +100,22 @@ class LimitStore:
     def rate_room_at(self, queues: Sequence[str], now: Instant | float) -> float | None:
         """The earliest time (Unix seconds, on the store's clock) at which a queue of `queues` (empty: every
         queue) that its rate limit holds back (its window full, not paused, a job of it due) gets a place
-        back: its oldest claim in the window plus the window and RATE_SLACK. None if no queue is so held
-        back. One read; a worker whose claim came short waits for this rather than its whole poll."""
+        back: its oldest claim in the window plus the window and RATE_SLACK, ages on the clock of the module.
+        None if no queue is so held back. One read; a worker whose claim came short waits for this rather
+        than its whole poll."""
         now = instant(now)
         names = f" AND q.name IN ({', '.join('?' * len(queues))})" if queues else ""
+        age = timing.start_age("s.")
+        sql, params = timing.bind(
+            f"SELECT min(x.free_in) FROM (SELECT q.name, q.rate_window + {{slack}} - max({age}) AS free_in"
+            f" FROM queues q JOIN queue_starts s ON s.queue = q.name WHERE q.rate_count IS NOT NULL"
+            f" AND q.paused_at IS NULL AND {age} < q.rate_window + {{slack}}{names}"
+            " GROUP BY q.name, q.rate_count, q.rate_window HAVING count(*) >= q.rate_count) x"
+            f" WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.queue = x.name AND j.{READY} AND {timing.due('j.')})",
+            {**timing.clock_values(now), "slack": RATE_SLACK}, *queues)
         with self._errors():
-            return self.c.execute(
-                "SELECT min(x.free_at) FROM (SELECT q.name, min(s.at) + q.rate_window + ? AS free_at FROM queues q"
-                " JOIN queue_starts s ON s.queue = q.name WHERE q.rate_count IS NOT NULL AND q.paused_at IS NULL"
-                f" AND s.at > ? - q.rate_window - ?{names} GROUP BY q.name, q.rate_count, q.rate_window"
-                f" HAVING count(*) >= q.rate_count) x WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.queue = x.name"
-                f" AND j.{READY} AND j.run_at <= ?)",
-                (RATE_SLACK, now.wall, RATE_SLACK, *queues, now.wall)).fetchone()[0]
+            free_in = self.c.execute(sql, params).fetchone()[0]
+        return None if free_in is None else now.wall + free_in
 
     def _pick_per_queue(self, c, queues: Sequence[str], allowed: dict[str, int], limit: int, now: Instant) -> list:
         """The first ready jobs (seq, priority, run_at, queue) of each queue of `queues` (empty: every queue) in
@@ -130,19 +141,24 @@ class LimitStore:
     def _claim_within_limits(self, c, worker_id: int, queues: Sequence[str], limit: int, free: int, limits: list,
                              now: Instant) -> list:
         """Claim up to `limit` ready jobs (`free` of them for free slots), of the limited queues (`limits`, from
-        _limits_for_claim) no more than `ahead` lets each; return the claimed rows (claim order is the
+        _limits_for_claim) no more than timing.ahead lets each (evaluated by the database, as PostgreSQL's
+        claim_limited does); return the claimed rows (claim order is the
         caller's to restore)."""
         allowed: dict[str, int] = {}
+        clock = timing.clock_values(now)
         for r in limits:
             room = 1 << 62  # no bound but the limits'
             if r["concurrency"] is not None:
                 room = min(room, r["concurrency"] - c.execute(_PROCESSING, (r["name"],)).fetchone()[0])
             if r["rate_count"] is not None:
-                since = now.wall - r["rate_window"] - RATE_SLACK
-                c.execute("DELETE FROM queue_starts WHERE queue = ? AND at <= ?", (r["name"], since))
+                values = {**clock, "queue": r["name"], "window": r["rate_window"], "slack": RATE_SLACK}
+                c.execute(*timing.bind(timing.REBASE, values))
+                for statement in timing.EXPIRE:
+                    c.execute(*timing.bind(statement, values))
                 room = min(room, r["rate_count"] - c.execute("SELECT count(*) FROM queue_starts WHERE queue = ?",
                                                              (r["name"],)).fetchone()[0])
-            allowed[r["name"]] = min(ahead(max(0, room), free), limit)
+            allowed[r["name"]] = min(c.execute(*timing.bind(_AHEAD, {"room": max(0, room), "free": free})
+                                               ).fetchone()[0], limit)
         picked = self._pick_per_queue(c, queues, allowed, limit, now)
         picked = sorted(picked, key=lambda r: (-r["priority"], r["run_at"], r["seq"]))[:limit]
         if not picked:
@@ -154,9 +170,10 @@ class LimitStore:
             f" exit_code = NULL, pgid = NULL WHERE seq IN ({', '.join('?' * len(picked))}) RETURNING {_JOB_COLUMNS}",
             (worker_id, now.wall, *(r["seq"] for r in picked))).fetchall()
         rated = {r["name"] for r in limits if r["rate_count"] is not None}
-        starts = [(r["queue"], now.wall) for r in picked if r["queue"] in rated]
+        starts = [{**clock, "queue": r["queue"]} for r in picked if r["queue"] in rated]
         if starts:
-            c.executemany("INSERT INTO queue_starts (queue, at) VALUES (?, ?)", starts)
+            sql, order = timing.placeholders(timing.RECORD)
+            c.executemany(sql, [[start[slot] for slot in order] for start in starts])
         return rows
 
 
@@ -183,9 +200,3 @@ def ready_queues(c, queues: Sequence[str], hint: str = "") -> list[str]:
         if name is None:
             return found
         found.append(name)
-
-
-def ahead(room: int, free: int) -> int:
-    """How many jobs of a limited queue with `room` places left a claim for `free` free slots may take: the
-    free slots' share, and ahead of them at most half of the room beyond (see the module)."""
-    return room if room <= free else free + (room - free) // 2

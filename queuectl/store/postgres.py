@@ -461,7 +461,7 @@ class PostgresStore(SqlStore):
         return [JobState.COMPLETED if o.job_id in completed else None for o in ended], jobs
 
     def _claim_within_limits(self, c, worker_id, queues, limit, free, limits, now):
-        """LimitStore._claim_within_limits by claim_limited (postgres_schema.CLAIM_LIMITED), the function the
+        """LimitStore._claim_within_limits by claim_limited (postgres_schema.claim_limited), the function the
         one-statement exchange calls too: one statement, its rules written once for this engine."""
         return c.execute(f"SELECT {_RETURNED} FROM {_CLAIM_LIMITED} j",
                          _claim_limited_params(worker_id, queues, limit, free, now, [])).fetchall()
@@ -576,7 +576,7 @@ def _claim_ctes(where: str) -> str:
 
 
 _RETURNED = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
-#: A call of claim_limited (postgres_schema.CLAIM_LIMITED); its parameters: _claim_limited_params.
+#: A call of claim_limited (postgres_schema.claim_limited); its parameters: _claim_limited_params.
 _CLAIM_LIMITED = (f"{SCHEMA}.claim_limited(?::bigint, ?::text[], ?::integer, ?::integer, ?::float8, ?::text, ?::float8,"
                   " ?::float8, ?::text[])")
 

@@ -12,7 +12,11 @@ job_run_deltas instead (inserts never wait for each other), readers add them to 
 folded totals, and one worker at a time folds them (PostgresStore.maintain).
 """
 
-from queuectl.schema import _KEY_HELD_V6, CANCEL_DEPENDANTS, CASCADED, KEY_HELD, RELEASE_DEPENDANTS, SCHEDULES_LIMITS
+import re
+
+from queuectl.schema import (_KEY_HELD_V6, CANCEL_DEPENDANTS, CASCADED, KEY_HELD, RELEASE_DEPENDANTS, SCHEDULES_LIMITS,
+                             START_CLOCKS)
+from queuectl.store import timing
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
@@ -45,15 +49,17 @@ END $$;"""
 #: the locks; one statement alone would count with the snapshot it began with. Its rules are those of
 #: LimitStore._claim_within_limits: each queue with ready jobs in turn (one seek of jobs_ready_queue
 #: each), and of a limited one its room (its limits less its processing jobs and its claims in the
-#: window), of which a claim takes limits.ahead(room, p_free); each queue's first jobs, locked FOR UPDATE
+#: window), of which a claim takes timing.ahead(room, p_free); each queue's first jobs, locked FOR UPDATE
 #: SKIP LOCKED; the first p_claim of all in claim order; the claims of rate-limited queues recorded.
 #: Small statements, each planned once per session (one statement doing it all cost more to plan than
-#: to run). The ready condition is SqlStore._ready_filter's (_READY, _DUE with clock.STEP_TOLERANCE =
-#: 1 s, _NOT_PAUSED) as of this step: a change to those needs a step that replaces this function.
-#: p_leaving names jobs of p_worker that the calling statement ends or gives back: their places count
-#: as free (the caller's own changes are not yet visible to the function). Returns the claimed rows.
-CLAIM_LIMITED = """
-CREATE FUNCTION claim_limited(p_worker bigint, p_queues text[], p_claim integer, p_free integer,
+#: to run). The time rules (due, the rate window and its rebase, claiming ahead) are queuectl.store.timing's,
+#: rendered in by claim_limited(); the ready condition's other terms are SqlStore._ready_filter's (_READY,
+#: _NOT_PAUSED). A change to any of them needs a step that replaces this function (tests/test_limits.py
+#: fails until there is one). p_leaving names jobs of p_worker that the calling statement ends or gives
+#: back: their places count as free (the caller's own changes are not yet visible to the function). Returns
+#: the claimed rows. Placeholders: REBASE, EXPIRE, AHEAD, DUE, RECORD.
+_CLAIM_LIMITED = """
+CREATE OR REPLACE FUNCTION claim_limited(p_worker bigint, p_queues text[], p_claim integer, p_free integer,
                               p_now double precision, p_domain text, p_mono double precision, p_slack double precision,
                               p_leaving text[])
 RETURNS SETOF jobs LANGUAGE plpgsql SET search_path = queuectl AS $$
@@ -89,29 +95,42 @@ BEGIN
                     AND j.state = 'processing' AND NOT (j.worker_id = p_worker AND j.id = ANY(p_leaving))));
             END IF;
             IF lim.rate_count IS NOT NULL THEN
-                DELETE FROM queue_starts s WHERE s.queue = q AND s.at <= p_now - lim.rate_window - p_slack;
+                REBASE;
+                EXPIRE;
                 room := least(room, lim.rate_count - (SELECT count(*) FROM queue_starts s WHERE s.queue = q));
                 rated := rated || q;
             END IF;
             room := greatest(room, 0);
-            n := least(n, CASE WHEN room <= p_free THEN room ELSE p_free + (room - p_free) / 2 END);
+            n := least(n, AHEAD);
         END IF;
         IF n > 0 THEN
             picked := picked || ARRAY(SELECT j.seq FROM jobs j WHERE j.queue = q AND j.state IN ('pending', 'failed')
-                AND (CASE WHEN j.due_boot = p_domain THEN j.due_mono <= p_mono ELSE j.run_at <= p_now
-                     OR ((j.delay = 0 OR j.state = 'failed') AND j.run_at - j.delay > p_now + 1.0) END)
+                AND DUE
                 AND NOT EXISTS (SELECT 1 FROM queues WHERE name = q AND paused_at IS NOT NULL)
                 ORDER BY j.priority DESC, j.run_at, j.seq LIMIT n FOR UPDATE SKIP LOCKED);
         END IF;
     END LOOP;
     chosen := ARRAY(SELECT seq FROM jobs WHERE seq = ANY(picked) ORDER BY priority DESC, run_at, seq LIMIT p_claim);
     IF cardinality(rated) > 0 THEN
-        INSERT INTO queue_starts (queue, at) SELECT queue, p_now FROM jobs WHERE seq = ANY(chosen) AND queue = ANY(rated);
+        RECORD FROM jobs WHERE seq = ANY(chosen) AND queue = ANY(rated);
     END IF;
     RETURN QUERY UPDATE jobs j SET state = 'processing', worker_id = p_worker, started_at = NULL, updated_at = p_now,
         finished_at = NULL, exit_code = NULL, pgid = NULL WHERE j.seq = ANY(chosen) RETURNING j.*;
 END $$;
 """
+
+
+def claim_limited() -> str:
+    """The CREATE OR REPLACE FUNCTION of claim_limited with the rules of queuectl.store.timing rendered in (its
+    arguments for the clock: p_domain, p_mono, p_now; the queue: q; its window: lim.rate_window; slack: p_slack)."""
+    names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack"}
+    rules = {"REBASE": timing.REBASE, "EXPIRE": ";\n                ".join(timing.EXPIRE), "AHEAD": timing.ahead("room", "p_free"),
+             "DUE": timing.due("j."), "RECORD": timing.RECORD.replace("{queue}", "queue")}
+    text = _CLAIM_LIMITED
+    for token, sql in rules.items():
+        text = re.sub(rf"\b{token}\b", lambda _m, sql=sql: timing.render(sql, names), text)
+    return text
+
 
 #: MIGRATIONS[n] takes the schema from version n-1 to n. Append; never edit a released step.
 #: Each runs in one transaction whose search_path is the schema alone (SET LOCAL), so its bare
@@ -256,9 +275,14 @@ CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
           AND NEW.state IN ('completed', 'dead', 'cancelled') AND NOT ({CASCADED}))
     EXECUTE FUNCTION jobs_dependants();
 """,
-    # As SQLite's step 8: schedules and limits; and claim_limited (CLAIM_LIMITED).
+    # As SQLite's step 8: schedules and limits. (As released, this step also created claim_limited, with the
+    # due rule's step tolerance written as 1.0 and the rate window on the wall clock alone; step 7 replaces it,
+    # in the same transaction as this step for a database older than version 6, so only step 7 holds it now.)
     6: SCHEDULES_LIMITS.replace("SCHEDULE_PK", "text PRIMARY KEY").replace("REAL_T", "double precision")
-                       .replace("INT_T", "bigint") + CLAIM_LIMITED,
+                       .replace("INT_T", "bigint"),
+    # As SQLite's step 9: rate windows on the monotonic clock (START_CLOCKS), and claim_limited with the time
+    # rules of queuectl.store.timing rendered in.
+    7: START_CLOCKS.replace("REAL_T", "double precision") + claim_limited(),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

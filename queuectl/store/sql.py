@@ -22,7 +22,7 @@ from typing import Any, Iterator, Sequence
 
 from queuectl import settings as settings_mod
 from queuectl.backoff import last_attempt
-from queuectl.clock import STEP_TOLERANCE, Instant, instant
+from queuectl.clock import Instant, instant
 from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
@@ -32,6 +32,7 @@ from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueu
                                  due_on_monotonic, schedule)
 from queuectl.store.limits import LimitStore
 from queuectl.store.schedules import ScheduleStore
+from queuectl.store.timing import clock_values, due, placeholders
 
 _JOB_COLUMNS = (
     "seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, "
@@ -43,14 +44,8 @@ _READY = "state IN ('pending', 'failed')"
 _FINISHED = "state IN ('completed', 'dead', 'cancelled')"
 # Claims take nothing from a paused queue (`queuectl pause`).
 _NOT_PAUSED = "queue NOT IN (SELECT name FROM queues WHERE paused_at IS NOT NULL)"
-# Due: on the monotonic clock of the boot that scheduled the job when the reader shares it;
-# otherwise on the wall clock. A retry, or a job due at once when it was scheduled (delay 0),
-# is also due if the reader's wall clock reads earlier than when it was scheduled (stepped
-# back, or behind the scheduler's): a retry then runs no later than its backoff after the
-# failure, and a job enqueued for now runs now. A longer delay given at enqueue is kept on
-# the wall clock by such a reader. Parameters: domain, mono, wall, wall.
-_DUE = (f"(CASE WHEN due_boot = ? THEN due_mono <= ? ELSE run_at <= ? OR ((delay = 0 OR state = 'failed')"
-        f" AND run_at - delay > ? + {STEP_TOLERANCE}) END)")
+# Due (queuectl.store.timing.due) with `?` placeholders; its parameters: _due_params.
+_DUE, _DUE_SLOTS = placeholders(due())
 
 
 class SqlStore(ScheduleStore, LimitStore):
@@ -1041,6 +1036,7 @@ def _row(j: NewJob, now: Instant) -> tuple:
 
 def _due_params(now: Instant) -> list:
     """The parameters of _DUE at `now`."""
-    return [now.domain, now.mono, now.wall, now.wall]
+    values = clock_values(now)
+    return [values[slot] for slot in _DUE_SLOTS]
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from conftest import QUEUECTL, configure, require, wait_for
 from queuectl.models import JobState
+from queuectl.store.limits import RATE_SLACK
 
 from .conftest import integrity
 
@@ -129,3 +130,54 @@ def test_clock_steps(db, run_cli, store, workers, tmp_path, faketime, figures):
     assert all(w["heartbeat_age"] < 1.5 for w in status["workers"]), status["workers"]
     assert logs.count("the wall clock stepped") >= 2 * 4  # each worker saw each step
     assert integrity(db) == "ok"
+
+
+def test_a_rate_limit_holds_through_wall_clock_steps(db, run_cli, store, workers, tmp_path, faketime, figures):
+    """`--rate 2/5s`, one `--count 2` worker whose wall clock steps +1 h after the fourth start, then -1 h after
+    the sixth (issue 25): no 5 s holds more than 2 starts, and the queue goes on within one window of the step
+    back. Starts are read by the jobs from /proc/uptime (CLOCK_BOOTTIME, which no step moves), as is the test's
+    clock."""
+    env, set_offset = faketime
+    configure(run_cli, ("heartbeat-interval", "0.2"), ("stale-after", "1.5"), ("poll-interval", "0.05"))
+    starts_file = tmp_path / "starts"
+    starts_file.touch()
+    assert run_cli("limit", "rq", "--rate", "2/5s").exit_code == 0
+    for i in range(8):
+        run_cli("enqueue", json.dumps({"id": f"rq{i}", "queue": "rq",
+                                       "command": f"read up _ < /proc/uptime; echo $up >> {starts_file}; sleep 0.1"}))
+
+    def uptime() -> float:
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+    def starts() -> list[float]:
+        return [float(line) for line in starts_file.read_text().split()]
+
+    proc = workers.start("--name", "w", "--count", "2", env=env)
+    wait_for(lambda: len(starts()) >= 4, timeout=20, message="four starts")
+    set_offset(3600)
+    forward_at = uptime()
+    wait_for(lambda: len(starts()) >= 6, timeout=20, message="six starts, after the step forward")
+    assert busiest_window(starts()) <= 2, f"a burst after the step forward: {starts()}"
+    set_offset(0)
+    back_at = uptime()
+    wait_for(lambda: len(starts()) >= 8, timeout=20, message="the queue to go on after the step back")
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(30)
+    got = sorted(starts())
+
+    busiest = busiest_window(got)
+    resumed = min(u for u in got if u > back_at) - back_at
+    figures.add("starts (s after the first)", [round(u - got[0], 2) for u in got])
+    figures.add("steps (s after the first start)", f"+1 h at {forward_at - got[0]:.2f}, -1 h at {back_at - got[0]:.2f}")
+    figures.add("most starts in any 5 s", busiest)
+    figures.add("first start after the step back", f"{resumed:.2f} s")
+
+    assert code == 0, workers.output(proc)
+    assert len(got) == 8 and busiest <= 2, got
+    assert resumed <= 5.0 + RATE_SLACK + 2.0, got  # one window (and the slack) at most, not the hour stepped
+    assert integrity(db) == "ok"
+
+
+def busiest_window(starts: list[float], window: float = 5.0) -> int:
+    """The most of `starts` (seconds) that fall within any `window` seconds."""
+    return max(sum(s <= u < s + window for u in starts) for s in starts)
