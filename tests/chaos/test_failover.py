@@ -115,16 +115,15 @@ def test_failover_to_a_synchronous_standby_loses_no_job_runs_none_twice_and_ends
     enqueue_wait = Waiter(db, tmp_path, "enqueue-wait", "enqueue", "--wait",
                           json.dumps({"id": "waited", "priority": 5, "command": held}))
     fleet.ids.append("waited")
-    last = fleet.ids[JOBS - 50:JOBS]
-    wait = Waiter(db, tmp_path, "wait", "wait", *last, "printer", "waited")
-    waiters += [follow, enqueue_wait, wait]
+    waiters += [follow, enqueue_wait]
 
-    # Mid-drain, with both held jobs running and logs -f following.
+    # Mid-drain, with both held jobs running and logs -f following, and `wait` waiting for the last jobs.
     wait_for(lambda: follow.stdout() == lines(1, LINES_BEFORE), timeout=30,
              message=f"logs -f to print the first lines: {follow.result(0)}")
     wait_for(lambda: fleet.sql("SELECT count(*) FROM queuectl.jobs WHERE id IN ('printer', 'waited')"
                                " AND state = 'processing'") == [(2,)], timeout=30,
              message=f"the held jobs to run: {enqueue_wait.result(0)}{fleet.logs()}")
+    waiters.append(Waiter(db, tmp_path, "wait", "wait", *fleet.ids[JOBS - 50:JOBS], "printer", "waited"))
     wait_for(lambda: fleet.completed() >= AT * JOBS, timeout=60, message=f"the drain: {fleet.states()}")
     done_at_failover = fleet.completed()
 
