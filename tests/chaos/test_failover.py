@@ -126,6 +126,7 @@ def test_failover_to_a_synchronous_standby_loses_no_job_runs_none_twice_and_ends
     waiters.append(Waiter(db, tmp_path, "wait", "wait", *fleet.ids[JOBS - 50:JOBS], "printer", "waited"))
     wait_for(lambda: fleet.completed() >= AT * JOBS, timeout=60, message=f"the drain: {fleet.states()}")
     done_at_failover = fleet.completed()
+    in_flight = {w.out.stem: w.proc.poll() is None for w in waiters}
 
     began = time.monotonic()
     primary.stop("immediate")
@@ -143,9 +144,11 @@ def test_failover_to_a_synchronous_standby_loses_no_job_runs_none_twice_and_ends
     figures.add("outages the workers logged, longest", f"{max(fleet.outage_lengths(), default=0):.1f} s")
     figures.add("enqueue to all completed", f"{drained:.1f} s")
     figures.add("waiters' exit codes", {name: code for name, (code, _, _) in results.items()})
-    figures.add("waiters' stderr", {name: err.strip()[-200:] for name, (_, _, err) in results.items()})
+    figures.add("waiters' last line on stderr", {name: err.strip().rsplit("\n", 1)[-1][-120:]
+                                                 for name, (_, _, err) in results.items()})
 
     assert done_at_failover < len(fleet.ids), "the drain ended before the failover: enqueue more jobs"
+    assert all(in_flight.values()), f"a waiter had exited before the failover: {in_flight} {results}"
     fleet.check(figures)  # every job completed once, nothing stuck; both workers alive, then exit 0
     assert results["logs-f"][:2] == (0, lines(1, LINES_BEFORE + LINES_AFTER)), results["logs-f"]
     assert results["enqueue-wait"][:2] == (0, "waited\n"), results["enqueue-wait"]
