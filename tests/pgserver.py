@@ -13,6 +13,14 @@ system user postgres (initdb refuses root).
     ...
     server.cleanup()
 
+Every server takes replication connections (pg_hba: `replication` trusted on 127.0.0.1), so that
+`standby()` can copy it into a streaming standby (pg_basebackup -R) that `promote()` turns into a
+primary; `standby(synchronous=True)` makes the primary wait for that standby at each commit:
+
+    standby = server.standby()        # streaming from server; read-only until promoted
+    server.stop("immediate")          # the primary fails
+    standby.promote()                 # the standby takes writes
+
 psycopg is imported only when a server is used, so that this module imports without it.
 """
 
@@ -65,6 +73,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def poll_until(predicate, what: str, timeout: float = READY_TIMEOUT, interval: float = 0.1):
+    """Call `predicate()` every `interval` seconds until it returns a truthy value, and return that value.
+
+    Raises RuntimeError naming `what` when `timeout` seconds pass first.
+    """
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} after {timeout:g} s")
+        time.sleep(interval)
+    return value
+
+
 def wait_connectable(connect, what: str, log, alive=lambda: True) -> None:
     """Until `connect()` gives a connection that answers SELECT 1, up to READY_TIMEOUT seconds.
 
@@ -72,18 +93,23 @@ def wait_connectable(connect, what: str, log, alive=lambda: True) -> None:
     """
     import psycopg
 
-    deadline = time.monotonic() + READY_TIMEOUT
-    while True:
+    failure = []
+
+    def answers() -> bool:
         if not alive():
             raise RuntimeError(f"{what} exited:\n{log()}")
         try:
             with connect() as conn:
                 conn.execute("SELECT 1")
-            return
+            return True
         except psycopg.OperationalError as e:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{what} accepts no connections after {READY_TIMEOUT} s: {e}\n{log()}") from e
-            time.sleep(0.1)
+            failure[:] = [e]
+            return False
+
+    try:
+        poll_until(answers, f"{what} accepts no connections")
+    except RuntimeError as e:
+        raise RuntimeError(f"{e}: {failure[-1] if failure else ''}\n{log()}") from None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -157,6 +183,9 @@ class PgServer:
         self._as_root = os.geteuid() == 0
         self._owner_pid = os.getpid()
         self._atexit = False
+        self.settings: dict[str, str] = {}  # more settings of this server (configure()), beyond the tests' own
+        self.primary: PgServer | None = None  # of a standby: the server it was copied from
+        self.slot: str | None = None  # of a standby: its replication slot on the primary, and application_name
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -168,22 +197,62 @@ class PgServer:
         """
         if self.data is None:
             self._init()
-            for attempt in range(3):
-                try:
-                    self._pg_ctl("start")
-                    break
-                except RuntimeError:
-                    # Another process may have taken the port between free_port() and the bind.
-                    if attempt == 2 or "could not bind" not in self.log_tail():
-                        raise
-                    self.port = free_port()
-                    self._write_settings()
-            self._wait_ready()
+            self._first_start()
             self._create_password_role()
         else:
             self._pg_ctl("start")
             self._wait_ready()
         return self
+
+    def standby(self, name: str = "standby1", synchronous: bool = False) -> "PgServer":
+        """Make, start and return a streaming standby of this (running) server, on a free port.
+
+        The standby is a copy by `pg_basebackup -R` through a replication slot `name` on this server
+        (so that no WAL it still needs is removed), streams under the application_name `name`, and
+        takes read-only queries; `promote()` makes it a primary. `synchronous`: this server then lists
+        it in `synchronous_standby_names`, so that every commit here returns only once the standby has
+        flushed it (synchronous_commit is on). Returns when the standby streams (and, if synchronous,
+        is this server's synchronous standby), within READY_TIMEOUT seconds; raises RuntimeError
+        otherwise, or when pg_basebackup fails. `cleanup()` of the standby drops its slot here (and
+        takes it out of synchronous_standby_names), if this server still runs.
+        """
+        standby = PgServer(self.base, durable=self.durable)
+        standby.primary, standby.slot = self, name
+        standby._make_dir()
+        standby._run("pg_basebackup", "-D", str(standby.data), "-d",
+                     f"host={self.host} port={self.port} user={self.superuser} application_name={name}",
+                     "-R", "-C", "-S", name, "-X", "stream", "--checkpoint=fast", "--no-sync")
+        standby.port = free_port()
+        standby._write_settings()
+        standby._first_start()
+        if synchronous:
+            self.configure(synchronous_standby_names=f"'{name}'")
+        want = "sync" if synchronous else "async"
+        poll_until(lambda: self.sql("SELECT 1 FROM pg_stat_replication WHERE application_name = %s"
+                                    " AND state = 'streaming' AND sync_state = %s", params=(name, want)),
+                   f"standby {name} streaming ({want}) from port {self.port}: {standby.log_tail()}")
+        return standby
+
+    def promote(self) -> None:
+        """`pg_ctl promote` this standby and wait until it takes writes (up to READY_TIMEOUT seconds).
+
+        Raises RuntimeError when pg_ctl fails or the server stays read-only.
+        """
+        self._run("pg_ctl", "promote", "-D", str(self.data), "-w", "-t", str(int(READY_TIMEOUT)),
+                  timeout=READY_TIMEOUT + 30)
+        poll_until(lambda: self.sql("SELECT NOT pg_is_in_recovery()")[0][0],
+                   f"the promoted server still in recovery: {self.log_tail()}")
+
+    def configure(self, **settings: str) -> None:
+        """Set server settings (values as postgresql.conf writes them, quoted where needed) and reload.
+
+        They go into the tests' settings file (not ALTER SYSTEM's postgresql.auto.conf), which a
+        standby does not keep: it writes its own. Raises RuntimeError when the reload fails.
+        """
+        self.settings.update(settings)
+        self._write_settings()
+        if self.running():
+            self._run("pg_ctl", "reload", "-D", str(self.data))
 
     def stop(self, mode: str = "fast") -> None:
         """`pg_ctl stop -m MODE` (smart, fast or immediate), waiting until the server is down."""
@@ -206,11 +275,8 @@ class PgServer:
             except ProcessLookupError:
                 pass
         # Wait until every one is dead: a new postmaster refuses shared memory still attached.
-        deadline = time.monotonic() + READY_TIMEOUT
-        while any(_pid_alive(p) for p in victims):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"server processes still alive {READY_TIMEOUT} s after SIGKILL: {victims}")
-            time.sleep(0.02)
+        poll_until(lambda: not any(_pid_alive(p) for p in victims),
+                   f"server processes {victims} still alive after SIGKILL", interval=0.02)
         # The dead postmaster may stay a zombie for a while (until init reaps it: over a second on
         # some VMs); a new postmaster and pg_ctl would take its lock files for a live server's.
         if Path(f"/proc/{pid}").exists():
@@ -231,6 +297,7 @@ class PgServer:
             except (RuntimeError, subprocess.SubprocessError):
                 pass
             self.kill()  # whatever stop left (nothing, normally)
+        self._leave_primary()
         shutil.rmtree(self.dir, ignore_errors=True)
         if self._socket_tmp is not None:
             shutil.rmtree(self._socket_tmp, ignore_errors=True)
@@ -326,6 +393,52 @@ class PgServer:
                   *args, timeout=READY_TIMEOUT + 30)
 
     def _init(self) -> None:
+        """Make the directory and a fresh cluster in it (initdb) with the tests' settings."""
+        self._make_dir()
+        self._run("initdb", "-D", str(self.data), "-U", self.superuser, "--auth=trust",
+                  "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions")
+        (self.data / "pg_hba.conf").write_text(
+            "# queuectl tests: trust, except qpass, which must give its password over TCP\n"
+            "local all all trust\n"
+            f"host all {self.password_role} 127.0.0.1/32 scram-sha-256\n"
+            "host all all 127.0.0.1/32 trust\n"
+            "host replication all 127.0.0.1/32 trust\n"
+        )
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.write("\n# queuectl tests (tests/pgserver.py)\ninclude_if_exists = 'queuectl_test.conf'\n")
+        self.port = free_port()
+        self._write_settings()
+
+    def _first_start(self) -> None:
+        """Start a new cluster, on another free port if another process took this one meanwhile."""
+        for attempt in range(3):
+            try:
+                self._pg_ctl("start")
+                break
+            except RuntimeError:
+                # Another process may have taken the port between free_port() and the bind.
+                if attempt == 2 or "could not bind" not in self.log_tail():
+                    raise
+                self.port = free_port()
+                self._write_settings()
+        self._wait_ready()
+
+    def _leave_primary(self) -> None:
+        """Of a stopped standby whose primary still runs: let the primary's commits wait for it no more
+        and drop its replication slot there (which keeps WAL for it). Best effort: nothing otherwise."""
+        if self.slot is None or self.primary is None or not self.primary.running():
+            return
+        try:
+            if self.primary.settings.get("synchronous_standby_names") == f"'{self.slot}'":
+                del self.primary.settings["synchronous_standby_names"]
+                self.primary.configure()  # a commit waiting for this standby returns now
+            self.primary.sql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                             " WHERE slot_name = %s", params=(self.slot,))
+        except Exception:  # noqa: BLE001 - the primary's own cleanup removes it all anyway
+            pass
+
+    def _make_dir(self) -> None:
+        """Make the server's temporary directory (owned by the server user) and choose its socket directory."""
         self.bindir = find_bindir()
         if self.bindir is None:
             raise RuntimeError(self.missing() or "no PostgreSQL binaries")
@@ -348,18 +461,6 @@ class PgServer:
             probe = subprocess.run(["runuser", "-u", SERVER_USER, "--", "test", "-w", str(self.dir)])
             if probe.returncode != 0:
                 raise RuntimeError(f"the user {SERVER_USER} cannot reach {self.dir}: use a base directory it can enter")
-        self._run("initdb", "-D", str(self.data), "-U", self.superuser, "--auth=trust",
-                  "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions")
-        (self.data / "pg_hba.conf").write_text(
-            "# queuectl tests: trust, except qpass, which must give its password over TCP\n"
-            "local all all trust\n"
-            f"host all {self.password_role} 127.0.0.1/32 scram-sha-256\n"
-            "host all all 127.0.0.1/32 trust\n"
-        )
-        with open(self.data / "postgresql.conf", "a") as conf:
-            conf.write("\n# queuectl tests (tests/pgserver.py)\ninclude_if_exists = 'queuectl_test.conf'\n")
-        self.port = free_port()
-        self._write_settings()
 
     def _write_settings(self) -> None:
         settings = self.data / "queuectl_test.conf"
@@ -372,6 +473,11 @@ class PgServer:
             f"{durability}"
             "max_connections = 200\n"
             "password_encryption = 'scram-sha-256'\n"
+            # A standby copies this server (standby()); 'replica' and 10 are PostgreSQL's defaults.
+            "wal_level = replica\n"
+            "max_wal_senders = 10\n"
+            "max_replication_slots = 10\n"
+            + "".join(f"{key} = {value}\n" for key, value in self.settings.items())
         )
         if self._as_root:
             server_user = pwd.getpwnam(SERVER_USER)

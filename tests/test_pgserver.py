@@ -140,3 +140,32 @@ def test_own_server_survives_a_kill_and_cleanup_leaves_nothing():
     assert not directory.exists()
     assert not _pid_alive(pid)
     server.cleanup()  # idempotent
+
+
+def test_a_synchronous_standby_promoted_after_an_immediate_stop_has_every_commit():
+    """A primary and its synchronous standby of their own: the session's server stays out of harm's way."""
+    require_postgres()
+    primary, standby = PgServer(), None
+    try:
+        primary.start()
+        uri = primary.create_database("ha")
+        standby = primary.standby("s1", synchronous=True)
+        assert standby.port != primary.port and standby.dir != primary.dir
+        assert primary.sql("SELECT application_name, state, sync_state FROM pg_stat_replication") \
+            == [("s1", "streaming", "sync")]
+        assert primary.sql("SHOW synchronous_standby_names") == [("s1",)]
+        rows(uri, "CREATE TABLE t (n int)")
+        rows(uri, "INSERT INTO t SELECT generate_series(1, 1000)")  # returns once the standby has it
+        assert standby.sql("SELECT pg_is_in_recovery()") == [(True,)]
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            standby.sql("INSERT INTO t VALUES (0)", dbname="ha")
+        primary.stop("immediate")
+        assert not primary.running()
+        standby.promote()
+        assert standby.sql("SELECT count(*) FROM t", dbname="ha") == [(1000,)]
+        standby.sql("INSERT INTO t VALUES (0)", dbname="ha")  # takes writes, and waits for no standby of its own
+        assert standby.sql("SHOW synchronous_standby_names") == [("",)]
+    finally:
+        for server in filter(None, (standby, primary)):
+            server.cleanup()
+    assert not primary.running() and not standby.running()

@@ -130,6 +130,55 @@ def test_values_that_libpq_checks_only_when_it_connects_are_bad_input_too():
     assert "not a valid PostgreSQL URI" in line and PASSWORD not in line, line
 
 
+#: URIs of every shape a connection's description keeps: several hosts with a port each, one port for
+#: all, ports for some, socket directories among the hosts, a service, target_session_attrs.
+DESCRIBED = ["postgresql://u@h1:5432,h2:5433/db?target_session_attrs=read-write", "postgresql://u@h1:5432,h2/db",
+             "postgresql://u@h1,h2:5433/db", "postgresql://h1,h2/db?port=5432", "postgresql://u@h:5432/d",
+             "postgresql:///queuectl?host=/run/postgresql", "postgresql:///q?host=/run/postgresql,h2&port=,5433",
+             "postgresql://u@h/d?port=5432&service=x", "postgresql://?service=queuectl",
+             "postgresql://u@h1:1,h2:2,h3:3/d?target_session_attrs=primary"]
+
+
+@pytest.mark.parametrize("uri", DESCRIBED)
+def test_a_connection_is_described_as_libpq_reads_its_uri_less_the_password(uri):
+    pytest.importorskip("psycopg")
+    from queuectl.store.postgres import _display, _parse
+
+    def read(target: str) -> dict:  # libpq's reading, one port for every host spelled out (libpq's rule)
+        params = _parse(target)
+        hosts, ports = params.get("host", "").split(","), params.get("port", "").split(",")
+        params["port"] = ",".join(ports * len(hosts) if len(ports) == 1 else ports)
+        params.pop("password", None)
+        return params
+
+    with_password = uri.replace("postgresql://u@", "postgresql://u:QxPw9@")
+    shown = _display(_parse(with_password))
+    assert "QxPw9" not in shown
+    assert read(shown) == read(with_password), shown
+
+
+def test_several_hosts_with_read_write_reach_the_primary_past_a_dead_host_and_a_standby(db, pg_server):
+    name = db.rsplit("/", 1)[1]
+    enqueue_json = '{"id":"ha","command":"true"}'
+    open_store(db).close()  # the schema, which the standby copies
+    dead = free_port()
+    standby = pg_server.standby("qstandby")  # asynchronous
+    try:
+        hosts = f"postgresql://postgres@127.0.0.1:{dead},127.0.0.1:{standby.port},127.0.0.1:{pg_server.port}/{name}"
+        assert queuectl(hosts + "?target_session_attrs=read-write", "enqueue", enqueue_json).stdout == "ha\n"
+        assert pg_server.sql("SELECT id FROM queuectl.jobs", dbname=name) == [("ha",)]
+        # Without it, libpq takes the first server that answers: the standby, which refuses writes.
+        line = one_error_line(queuectl(hosts, "enqueue", '{"command":"true"}', check=False), 1)
+        assert "read-only transaction" in line, line
+    finally:
+        standby.cleanup()
+    assert pg_server.sql("SELECT slot_name FROM pg_replication_slots") == []  # the standby's slot went with it
+    dead2 = free_port()
+    uri = f"postgresql://postgres@127.0.0.1:{dead},127.0.0.1:{dead2}/{name}?target_session_attrs=read-write"
+    line = one_error_line(queuectl(uri, "status", check=False), 1)
+    assert f"cannot connect to database {uri}: " in line, line
+
+
 @pytest.mark.parametrize("target", ["postgresql:", f"POSTGRESQL://u:{PASSWORD}@h/q", "postgresql:/h/q",
                                     "postgresq://h/q", f"host=127.0.0.1 dbname=q password={PASSWORD}"])
 def test_a_value_meant_for_postgresql_that_is_no_uri_makes_no_sqlite_file(target, tmp_path):

@@ -33,6 +33,7 @@ import select
 import time
 import uuid
 from contextlib import contextmanager
+from itertools import zip_longest
 from typing import Any, Iterator
 
 from queuectl import settings as settings_mod
@@ -599,17 +600,28 @@ def _first_line(error: Exception) -> str:
 
 
 def _display(params: dict) -> str:
-    """A connection's parameters as a URI without password or options."""
+    """A connection's parameters as a URI without password or options.
+
+    Several hosts (a failover pair: postgresql://u@h1:5432,h2:5433/db) are shown as the URI gives
+    them, each with its own port, and with the target_session_attrs that chooses among them. A
+    socket directory among them moves every host to the query (?host=/run/postgresql,h2&port=,5433).
+    """
     user = f"{params['user']}@" if params.get("user") else ""
-    host = params.get("host", "")
-    query = ""
-    if host.startswith("/"):
-        query, host = f"?host={host}", ""
-    port = f":{params['port']}" if params.get("port") else ""
-    if params.get("service"):
-        query += ("&" if query else "?") + f"service={params['service']}"
+    hosts = params.get("host", "").split(",")
+    ports = params.get("port", "").split(",")
+    if len(ports) == 1:  # one port for every host (libpq's rule)
+        ports *= len(hosts)
+    query = []
+    if any(h.startswith("/") for h in hosts):
+        query.append(f"host={','.join(hosts)}")
+        if any(ports):
+            query.append(f"port={','.join(ports)}")
+        netloc = ""
+    else:
+        netloc = ",".join(host + (f":{port}" if port else "") for host, port in zip_longest(hosts, ports, fillvalue=""))
+    query += [f"{key}={params[key]}" for key in ("service", "target_session_attrs") if params.get(key)]
     dbname = f"/{params['dbname']}" if params.get("dbname") else ""
-    return f"postgresql://{user}{host}{port}{dbname}{query}"
+    return f"postgresql://{user}{netloc}{dbname}" + ("?" + "&".join(query) if query else "")
 
 
 __all__ = ["PostgresStore", "CHANNEL"]

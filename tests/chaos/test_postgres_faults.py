@@ -23,7 +23,7 @@ import re
 import signal
 import subprocess
 import time
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -57,7 +57,7 @@ class Fleet:
 
     def __init__(self, db: str, pg_server, run_cli, workers, tmp_path):
         self.db, self.server, self.run_cli, self.workers = db, pg_server, run_cli, workers
-        self.dbname = unquote(db.rsplit("/", 1)[1])
+        self.dbname = unquote(urlsplit(db).path[1:])  # (a URI may have a query: target_session_attrs)
         self.log = RunLog(tmp_path)
         self.tmp_path = tmp_path
         self.procs: dict[str, subprocess.Popen] = {}
