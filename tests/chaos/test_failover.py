@@ -9,9 +9,14 @@ job that prints lines; both of those run through the failover. Once a quarter of
 the primary stops with `pg_ctl stop -m immediate` (its processes end without a shutdown checkpoint, as in
 a crash), the two held jobs end while no server takes writes, and the standby is promoted.
 
-It proves: every job completed and ran exactly once (one run each in the log, attempt 1, no overlap),
-no worker exited (each alive at the end, then drains on SIGTERM with exit 0), no recovery of a live
-worker, and the waiters exit 0 with their output complete: `logs -f` printed every line once.
+It proves: every job completed and ran exactly once (one start line each in the log, attempt 1, no
+overlap), no worker exited (each alive at the end, then drains on SIGTERM with exit 0), no recovery of a
+live worker, and the waiters exit 0 with their output complete: `logs -f` printed every line once.
+
+A second test shows what an asynchronous standby loses when it had not received the last commits (it
+stopped receiving before them): an acknowledged enqueue, a cancel, and a job's recorded end, whose
+worker then finds the job running there again in the database and ends it failed (RUN_LOST), so that
+it runs again under the retry rule.
 """
 
 from __future__ import annotations
