@@ -74,7 +74,7 @@ from queuectl.notify import Notifier
 from queuectl.recovery import Recovery
 from queuectl.retention import Retention
 from queuectl.scheduler import Scheduler
-from queuectl.runner import JobEnvironment, Runner
+from queuectl.runner import JobEnvironment, RunResult, Runner
 from queuectl.signals import drain, on_stop
 from queuectl.store import Exchange, LiveOutput, Outcome, Running, Store, WorkerGone
 from queuectl.wake import listen as listen_for_pokes
@@ -100,6 +100,9 @@ OUTPUT_EVERY = 0.25
 PREFETCH_PER_SLOT = 8
 #: Seconds between tries of the database after it failed (locked, full, failing).
 DB_RETRY = 1.0
+#: The error of a job this worker started whose recorded end the database no longer has (it went back in
+#: time: a failover to a standby that had not received it, a restore), found after a database error.
+RUN_LOST = "run lost: the database has it running here, and it is not (its recorded end was lost)"
 #: The shortest wait for a rate limit's window to free a place (so that clocks read a moment apart never
 #: make a worker claim in a loop).
 RATE_WAIT_MIN = 0.01
@@ -255,7 +258,7 @@ class Worker:
         self._grace_given = False  # the other workers got their grace after this outage (_grant_grace)
         self._db_error_logged = (None, 0.0)  # (message, monotonic time) of the last one logged
         self._unregistered_stop = False  # stopped while the database failed: the registration stays
-        self._in_doubt = False  # the last exchange failed: it may have committed all the same
+        self._in_doubt = False  # an exchange or another database operation failed: settle what the store holds
         self._listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -528,14 +531,24 @@ class Worker:
             self._claim_at = now + wait
 
     def _give_back_unknown(self) -> None:
-        """After an exchange whose commit is unknown: give back the jobs the store says this worker holds
-        and it knows nothing of (claimed by that exchange, the reply lost; never started)."""
+        """After an exchange whose commit is unknown, or any failed database operation: settle the jobs the
+        store says this worker holds and it knows nothing of. One never started (claimed by an exchange whose
+        reply was lost) is given back. One whose start is recorded ran here and its recorded end is gone: the
+        database went back in time (a failover to a standby that had not received it, a restore), so it ends
+        failed with RUN_LOST and follows the retry rule, as a job whose worker was lost does (else it would
+        stay processing for as long as this worker lives)."""
         known = {*self.runner.running, *(j.id for j in self.reserve), *self.ledger.release,
                  *(key for key, _, _, _ in self.ledger.ended)}
         for j in self.store.worker_jobs(self.worker_id):
-            if j.job_id not in known:
+            if j.job_id in known:
+                continue
+            if not j.started:
                 log.info("job %s was claimed by an exchange whose reply was lost: giving it back", j.job_id)
                 self.ledger.release.append(j.job_id)
+            else:
+                log.warning("job %s: %s; it ends failed", j.job_id, RUN_LOST)
+                self.ledger.ended.append((j.job_id, RunResult(None, RUN_LOST, b"", b"", 0.0), self.clock(),
+                                          self.monotonic()))
 
     def _recorded_before(self, outcome: Outcome):
         """The state of a job whose end the store no longer takes from this worker: recorded by an exchange
@@ -696,6 +709,7 @@ class Worker:
         Ping the watchdog if the database is unavailable: the loop lives (the module's watchdog rule).
         """
         mono = self.monotonic()
+        self._in_doubt = True  # whatever failed, the database may come back as another (a failover): settle
         if self._db_failing_since is None:
             self._db_failing_since, self._grace_given = mono, False
         if isinstance(error, DatabaseUnavailable):

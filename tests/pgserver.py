@@ -228,9 +228,9 @@ class PgServer:
         if synchronous:
             self.configure(synchronous_standby_names=f"'{name}'")
         want = "sync" if synchronous else "async"
-        poll_until(lambda: self.sql("SELECT 1 FROM pg_stat_replication WHERE application_name = %s"
-                                    " AND state = 'streaming' AND sync_state = %s", params=(name, want)),
-                   f"standby {name} streaming ({want}) from port {self.port}: {standby.log_tail()}")
+        standby._poll(lambda: self.sql("SELECT 1 FROM pg_stat_replication WHERE application_name = %s"
+                                       " AND state = 'streaming' AND sync_state = %s", params=(name, want)),
+                      f"no standby {name} streaming ({want}) from port {self.port}")
         return standby
 
     def promote(self) -> None:
@@ -240,8 +240,7 @@ class PgServer:
         """
         self._run("pg_ctl", "promote", "-D", str(self.data), "-w", "-t", str(int(READY_TIMEOUT)),
                   timeout=READY_TIMEOUT + 30)
-        poll_until(lambda: self.sql("SELECT NOT pg_is_in_recovery()")[0][0],
-                   f"the promoted server still in recovery: {self.log_tail()}")
+        self._poll(lambda: self.sql("SELECT NOT pg_is_in_recovery()")[0][0], "the promoted server still in recovery")
 
     def configure(self, **settings: str) -> None:
         """Set server settings (values as postgresql.conf writes them, quoted where needed) and reload.
@@ -422,6 +421,13 @@ class PgServer:
                 self.port = free_port()
                 self._write_settings()
         self._wait_ready()
+
+    def _poll(self, predicate, what: str) -> None:
+        """poll_until(predicate, what) for up to READY_TIMEOUT seconds; its RuntimeError ends with this server's log."""
+        try:
+            poll_until(predicate, what)
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}; server log ({self.log}):\n{self.log_tail()}") from None
 
     def _leave_primary(self) -> None:
         """Of a stopped standby whose primary still runs: let the primary's commits wait for it no more

@@ -242,6 +242,34 @@ def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_wh
     assert store.run_counts() == {"default": {"completed": 20}}
 
 
+def test_a_job_whose_recorded_end_the_database_lost_ends_failed_at_the_first_exchange_after_an_error(
+        store, clock, worker, monkeypatch, worker_log):
+    # As after a failover to an asynchronous standby that had not received the end: the job is
+    # running on this worker again in the database, its start recorded, and nothing runs it.
+    add(store, id="lost")
+    worker.tick()
+    end_one(worker)
+    worker.tick()
+    assert state(store, "lost") == JobState.COMPLETED and not worker.runner.running
+    with store._write() as c:
+        c.execute("UPDATE jobs SET state = 'processing', worker_id = ?, finished_at = NULL, exit_code = NULL"
+                  " WHERE id = 'lost'", (worker.worker_id,))
+
+    def down(*a, **k):
+        raise DatabaseUnavailable("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(store, "heartbeat", down)  # an idle worker: only its heartbeat meets the outage
+    clock.t += worker.config["heartbeat-interval"] + 1
+    worker.tick()
+    monkeypatch.undo()
+    clock.t += max(worker_mod.DB_RETRY, worker.config["poll-interval"])
+    worker.tick()  # its next exchange (a claim) settles the job
+    job = store.get_job("lost")
+    assert (job.state, job.attempts, job.last_error, job.worker_id) == (
+        JobState.FAILED, 1, worker_mod.RUN_LOST, None)  # the retry rule: a run counted, and another to come
+    assert f"job lost: {worker_mod.RUN_LOST}; it ends failed" in worker_log
+
+
 # -- schedules and limits ---------------------------------------------------------------------------
 
 

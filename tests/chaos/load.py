@@ -10,7 +10,7 @@ copy of a job that starts while the first still runs finds the lock taken and lo
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +56,8 @@ class RunLog:
             job_id, attempt, kind, ns = line.split()
             if kind == "overlap":
                 runs.overlaps.append(job_id)
+            elif kind == "start":
+                runs.started[job_id] += 1
             runs.per_job[job_id][int(attempt)][kind] = int(ns)
         return runs
 
@@ -67,10 +69,14 @@ class Runs:
     per_job: dict[str, dict[int, dict[str, int]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(dict)))
     overlaps: list[str] = field(default_factory=list)  # runs that found their job's lock taken
+    #: Per job, the start lines in the log: every run, two of the same attempt number included (a run
+    #: given back as unstarted and run again), which per_job, by attempt, keeps as one.
+    started: Counter = field(default_factory=Counter)
 
     @property
     def starts(self) -> int:
-        return sum(1 for per in self.per_job.values() for r in per.values() if "start" in r)
+        """Runs started, counted by their lines in the log."""
+        return sum(self.started.values())
 
     @property
     def unfinished(self) -> int:

@@ -9,14 +9,20 @@ job that prints lines; both of those run through the failover. Once a quarter of
 the primary stops with `pg_ctl stop -m immediate` (its processes end without a shutdown checkpoint, as in
 a crash), the two held jobs end while no server takes writes, and the standby is promoted.
 
-It proves: every job completed and ran exactly once (one run each in the log, attempt 1, no overlap),
-no worker exited (each alive at the end, then drains on SIGTERM with exit 0), no recovery of a live
-worker, and the waiters exit 0 with their output complete: `logs -f` printed every line once.
+It proves: every job completed and ran exactly once (one start line each in the log, attempt 1, no
+overlap), no worker exited (each alive at the end, then drains on SIGTERM with exit 0), no recovery of a
+live worker, and the waiters exit 0 with their output complete: `logs -f` printed every line once.
+
+A second test shows what an asynchronous standby loses when it had not received the last commits (it
+stopped receiving before them): an acknowledged enqueue, a cancel, and a job's recorded end, whose
+worker then finds the job running there again in the database and ends it failed (RUN_LOST), so that
+it runs again under the retry rule.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
@@ -24,6 +30,7 @@ import pytest
 
 from conftest import QUEUECTL, require_postgres, wait_for
 from pgserver import PgServer
+from queuectl.worker import RUN_LOST
 
 from .test_postgres_faults import Fleet
 
@@ -40,14 +47,15 @@ WAITER_EXIT = 60
 
 
 @pytest.fixture
-def pair():
-    """A primary and its synchronous streaming standby, both of their own (the session's server stays up)."""
+def pair(request):
+    """A primary and its streaming standby, both of their own (the session's server stays up); the
+    standby is synchronous unless the test parametrizes this fixture (indirect) with False."""
     require_postgres()
     primary, standby = PgServer(), None
     try:
         primary.start()
         primary.create_database(DBNAME)
-        standby = primary.standby("queuectl_standby", synchronous=True)
+        standby = primary.standby("queuectl_standby", synchronous=getattr(request, "param", True))
         yield primary, standby
     finally:
         for server in filter(None, (standby, primary)):
@@ -81,10 +89,34 @@ class Waiter:
             code = None
         return code, self.stdout(), self.err.read_text()
 
+    def reading(self, server: PgServer) -> bool:
+        """True once this command reads the jobs through a connection of its own to `server`: past its start
+        (a command that cannot connect at its start exits 1 at once), in the loop that rides out an outage."""
+        ports = tcp_ports(self.proc.pid)
+        return bool(ports) and bool(server.sql(
+            "SELECT 1 FROM pg_stat_activity WHERE client_port = ANY(%s) AND query LIKE '%%queuectl.jobs%%'",
+            params=(sorted(ports),)))
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def tcp_ports(pid: int) -> set[int]:
+    """The local ports of the TCP sockets that process `pid` holds (proc(5): /proc/PID/fd, /proc/PID/net/tcp);
+    an empty set once it has exited."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+        with open(f"/proc/{pid}/net/tcp") as table:
+            rows = [line.split() for line in table.readlines()[1:]]
+    except OSError:  # it exited, or a descriptor closed while we looked
+        return set()
+    return {int(row[1].rsplit(":", 1)[1], 16) for row in rows if row[9] in inodes}
 
 
 @pytest.fixture
@@ -124,6 +156,8 @@ def test_failover_to_a_synchronous_standby_loses_no_job_runs_none_twice_and_ends
                                " AND state = 'processing'") == [(2,)], timeout=30,
              message=f"the held jobs to run: {enqueue_wait.result(0)}{fleet.logs()}")
     waiters.append(Waiter(db, tmp_path, "wait", "wait", *fleet.ids[JOBS - 50:JOBS], "printer", "waited"))
+    wait_for(lambda: all(w.reading(primary) for w in waiters), timeout=30,
+             message=f"the waiters to read the jobs: {[w.result(0) for w in waiters]}")
     wait_for(lambda: fleet.completed() >= AT * JOBS, timeout=60, message=f"the drain: {fleet.states()}")
     done_at_failover = fleet.completed()
     in_flight = {w.out.stem: w.proc.poll() is None for w in waiters}
@@ -159,3 +193,56 @@ def test_failover_to_a_synchronous_standby_loses_no_job_runs_none_twice_and_ends
 def fleet_on_pair(db, pair, run_cli, workers, tmp_path) -> Fleet:
     """The fault tests' Fleet (tests/chaos/test_postgres_faults.py) on the pair, read through the primary."""
     return Fleet(db, pair[0], run_cli, workers, tmp_path)
+
+
+@pytest.mark.parametrize("pair", [False], ids=["asynchronous"], indirect=True)
+def test_failover_to_an_asynchronous_standby_behind_loses_what_it_had_not_received(
+        pair, db, fleet_on_pair, run_cli, tmp_path, figures):
+    """What the README says asynchronous replication can lose, shown: the standby stops receiving (stopped,
+    as a standby that lags far behind) while the primary acknowledges an enqueue, a job's recorded end and a
+    cancel; the primary then fails and the standby is promoted without them."""
+    primary, standby = pair
+    fleet = fleet_on_pair
+    release = tmp_path / "release"
+    for n in range(2):
+        fleet.start(f"w{n}")
+    fleet.settle()
+    fleet.enqueue([{"id": "ended", "command": fleet.log.command(until=release)},
+                   {"id": "cancelled", "command": "true", "delay": 3600}])
+    replicated = "SELECT id, state, started_at IS NOT NULL FROM queuectl.jobs ORDER BY id"
+    wait_for(lambda: standby.sql(replicated, dbname=DBNAME) == [("cancelled", "pending", False),
+                                                               ("ended", "processing", True)],
+             timeout=30, message=f"the standby to have the running job, its start recorded: {fleet.logs()}")
+
+    standby.stop("fast")  # from here on, the standby receives nothing
+    release.touch()
+    wait_for(lambda: fleet.sql("SELECT state FROM queuectl.jobs WHERE id = 'ended'") == [("completed",)],
+             timeout=30, message=f"the end to be recorded: {fleet.logs()}")
+    acknowledged = {"enqueue": run_cli("enqueue", '{"id": "acked", "command": "true"}').exit_code,
+                    "cancel": run_cli("cancel", "cancelled").exit_code}
+    assert acknowledged == {"enqueue": 0, "cancel": 0}
+    assert fleet.states() == {"completed": 2, "cancelled": 1}  # "acked" ran too
+
+    primary.stop("immediate")
+    standby.start()
+    standby.promote()
+    fleet.server = standby
+    try:
+        wait_for(lambda: fleet.log.read().started["ended"] == 2 and fleet.states() == {"completed": 1,
+                                                                                               "pending": 1},
+                 timeout=60)
+    except AssertionError as e:  # what the queue and the workers say at the end of the wait
+        raise AssertionError(f"{e}: the job whose end was lost to run again:"
+                             f" {fleet.sql('SELECT id, state, worker_id, attempts, last_error FROM queuectl.jobs')}"
+                             f"{fleet.logs()}") from None
+    lost = run_cli("show", "acked")
+
+    figures.add("acknowledged before the failover", acknowledged)
+    figures.add("after it", {j: s for j, s in fleet.sql("SELECT id, state FROM queuectl.jobs ORDER BY id")})
+    figures.add("runs of the job whose end was lost", fleet.log.read().started["ended"])
+    assert lost.exit_code == 1 and "no job" in lost.stderr, (lost.exit_code, lost.stderr)  # the enqueue, lost
+    assert fleet.sql("SELECT state FROM queuectl.jobs WHERE id = 'cancelled'") == [("pending",)]  # the cancel, lost
+    # The end, lost: its worker found the job still running there, ended it failed (counted) and it ran again.
+    assert fleet.sql("SELECT state, attempts FROM queuectl.jobs WHERE id = 'ended'") == [("completed", 2)]
+    assert f"job ended: {RUN_LOST}; it ends failed" in fleet.logs_in_full(), fleet.logs()
+    assert all(p.poll() is None for p in fleet.procs.values()), fleet.logs()
