@@ -1,7 +1,8 @@
-"""A throwaway systemd container booted from an overlay of this machine's root (tier 3 tests).
+"""A throwaway systemd container booted from an overlay of a root (tier 3 tests): this machine's,
+or one of another Debian release that debootstrap makes and the tests cache (release_root).
 
 Recipe: ../shared/systemd-container.md. Everything written inside lands on a tmpfs and
-vanishes at teardown; the host's installed packages are visible inside.
+vanishes at teardown; the lower root's installed packages are visible inside.
 """
 
 from __future__ import annotations
