@@ -358,7 +358,7 @@ def test_waiters_go_on_through_an_outage_and_exit_as_they_would_have(outage, db,
     for w in waiters.values():
         lines = w.err().splitlines()
         assert len(lines) == 2, w
-        limit = "300" if w.name != "cancel" else r"1[01]\d"  # cancel: its --wait 120 comes first
+        limit = "300" if w.name != "cancel" else r"1[012]\d"  # cancel: its --wait 120 comes first
         assert re.fullmatch(r"queuectl: database unavailable \((lost the connection to|cannot connect to) database"
                             rf" postgresql://.*\); waiting for it \(gives up after {limit} s\)", lines[0]), w
         assert lines[1].startswith("queuectl: the database is back after "), w
