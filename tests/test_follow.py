@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, assert_error, configure, wait_for
+from conftest import QUEUECTL, assert_error, configure
 from queuectl.following import follow
 from queuectl.models import JobState
 from queuectl.store import Exchange, LiveOutput, Running, open_store
