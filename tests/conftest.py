@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from typing import Sequence
 from urllib.parse import unquote
 
@@ -19,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from pgserver import PgServer  # tests/pgserver.py
+from queuectl import procs
 from queuectl.cli import cli
 from queuectl.store import is_uri, open_store
 
@@ -180,6 +182,9 @@ class WorkerProcs:
         self.db = db
         self.tmp_path = tmp_path
         self.procs: list[subprocess.Popen] = []
+        # Every worker started here, and so every job it runs, carries this in its environment: the
+        # jobs' own process groups outlive a SIGKILL of their worker's session, and are found by it.
+        self.mark = f"QUEUECTL_TEST_WORKERS={uuid.uuid4().hex}"
 
     def start(self, *args: str, env: dict | None = None, wrapper: Sequence[str] = ()) -> subprocess.Popen:
         """Start `queuectl worker start ARGS`, through `wrapper` (a command that execs its arguments) if given."""
@@ -187,7 +192,7 @@ class WorkerProcs:
         proc = subprocess.Popen(
             [*wrapper, *QUEUECTL, "--db", self.db, "worker", "start", *args],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {}), "QUEUECTL_TEST_WORKERS": self.mark.split("=", 1)[1]},
         )
         proc.log = log
         self.procs.append(proc)
@@ -200,6 +205,8 @@ class WorkerProcs:
         return proc.log.read().decode(errors="replace")
 
     def cleanup(self) -> None:
+        """Kill the workers still running and every job process they left (a test that ends with a job
+        still waiting must not leave it running for ever)."""
         for p in self.procs:
             if p.poll() is None:
                 try:
@@ -208,6 +215,8 @@ class WorkerProcs:
                     pass
                 p.wait()
             p.log.close()
+        for pgid in procs.groups_with_env(self.mark.encode()):
+            procs.kill_and_wait(pgid)
 
 
 @pytest.fixture
