@@ -591,16 +591,17 @@ class Worker:
         WorkerGone, having started nothing, if that record fails."""
         timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
         attempt = job.attempts + 1
+        wall = self.clock()  # the start, recorded first or later
         if last_attempt(job.attempts, job.max_retries, self.config):
             # Sent again after a lost reply, the record counts nothing twice (the store's _COUNTS).
-            self.store.exchange(self.worker_id, Exchange(running=[Running(job.id, self.clock())]), self.queues,
-                                self.now(), self.config)
+            self.store.exchange(self.worker_id, Exchange(running=[Running(job.id, wall)]), self.queues, self.now(),
+                                self.config)
         env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
                              "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id)})
         proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
         if job.queue in self.store.limited:
             self._limited_jobs.add(job.id)
-        self.ledger.started(job.id, proc, self.clock())
+        self.ledger.started(job.id, proc, wall)
         # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO
         log.debug("job %s started (attempt %d): %s", job.id, attempt, one_line(job.command, 80))
 
