@@ -20,6 +20,17 @@ def test_the_programs_the_suite_starts_inherit_nothing_from_a_service_manager():
     assert not set(SERVICE_MANAGER_ENV) & set(os.environ)
 
 
+def test_the_suite_clears_them_when_the_shell_that_runs_it_has_them():
+    # The test above in a pytest of its own, started from a shell that has every one of them set (here
+    # they are cleared already, so on its own that test could not fail).
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         f"{__file__}::test_the_programs_the_suite_starts_inherit_nothing_from_a_service_manager"],
+        env={**os.environ, **dict.fromkeys(SERVICE_MANAGER_ENV, "/run/qtest-inherited")},
+        cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0 and "1 passed" in child.stdout, child.stdout + child.stderr
+
+
 def test_a_driver_that_is_installed_but_cannot_load_skips_naming_why(tmp_path, monkeypatch):
     # psycopg without libpq raises a plain ImportError, which pytest 9's importorskip lets through.
     (tmp_path / "qtest_broken_driver.py").write_text("raise ImportError('no pq wrapper available: libpq not found')\n")
