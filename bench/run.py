@@ -14,7 +14,7 @@
 
 (2), (3), the `enqueue --file` of (4) and (5) run on PostgreSQL too, each right after its SQLite
 run and reported beside it (as ratios to SQLite's figures as well), on a throwaway server that this
-run starts (tests/pgserver.py) with a real server's durability: fsync and synchronous_commit on.
+run starts (tests/support/pgserver.py) with a real server's durability: fsync and synchronous_commit on.
 Without the server's binaries or psycopg (or with --no-postgresql) one line says why those figures
 are skipped, and the SQLite ones are reported all the same.
 
@@ -364,9 +364,9 @@ def retention(tmp: Path, n: int, keep: int) -> dict:
 @contextlib.contextmanager
 def postgres_server(wanted: bool):
     """Yield (server, None): a throwaway PostgreSQL server with fsync and synchronous_commit on,
-    started by tests/pgserver.py and removed when the block ends, error or not; or (None, why) when
+    started by tests/support/pgserver.py and removed when the block ends, error or not; or (None, why) when
     the PostgreSQL figures are to be skipped (not wanted, or no server binaries or psycopg here)."""
-    path = REPO / "tests" / "pgserver.py"
+    path = REPO / "tests" / "support" / "pgserver.py"
     if not wanted:
         yield None, "--no-postgresql given"
         return

@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from pgserver import SERVER_USER, PgServer, free_port, wait_connectable
+from support.pgserver import SERVER_USER, PgServer, free_port, wait_connectable
 
 
 class PgBouncer:

@@ -1,4 +1,4 @@
-"""queuectl behind a real PgBouncer in transaction pooling, as Debian installs it (tests/pgbouncer.py).
+"""queuectl behind a real PgBouncer in transaction pooling, as Debian installs it (tests/support/pgbouncer.py).
 
 Every command works through the pooler (no startup options, no search_path, no prepared
 statement or lock that outlives a transaction); a worker given the pooled URI refuses in one
@@ -16,12 +16,11 @@ from urllib.parse import unquote
 import pytest
 
 from conftest import QUEUECTL, queuectl, require, require_postgres
-from pgbouncer import PgBouncer
+from support.pgbouncer import PgBouncer
 from queuectl.store import open_store
 from queuectl.store.postgres import qualify
 from queuectl.store.postgres_schema import SCHEMA, TABLES
 
-pytestmark = pytest.mark.processes  # real queuectl processes, workers among them
 
 
 @pytest.fixture(scope="module")

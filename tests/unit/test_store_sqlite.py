@@ -13,8 +13,8 @@ from queuectl.models import JobState
 from queuectl.schema import APPLICATION_ID, SCHEMA_VERSION
 from queuectl.store import Outcome, SqliteStore
 
-from test_store import A, NOW, _failed_once, _ready, add, register  # the shared suite's helpers
-from storeops import claim, finish
+from unit.test_store import A, NOW, _failed_once, _ready, add, register  # the shared suite's helpers
+from support.storeops import claim, finish
 
 
 def test_new_database_is_versioned_wal_and_marked(db):

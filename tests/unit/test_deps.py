@@ -14,8 +14,8 @@ import pytest
 from conftest import QUEUECTL, assert_error, snapshot, wait_for
 from queuectl.models import JobState
 from queuectl.store import Exchange, Running, open_store
-from storeops import claim, finish
-from test_store import NOW, add, bad, ok, register
+from support.storeops import claim, finish
+from unit.test_store import NOW, add, bad, ok, register
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 from queuectl.backoff import last_attempt
 from queuectl.models import JobState
 from queuectl.store import Exchange, Outcome, Running, WorkerGone
-from test_store import NOW, add, register
+from unit.test_store import NOW, add, register
 
 
 @pytest.fixture

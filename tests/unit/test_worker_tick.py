@@ -19,8 +19,8 @@ from queuectl.errors import DatabaseUnavailable
 from queuectl.models import JobState
 from queuectl.store import SqliteStore
 from queuectl.worker import HOLD, PREFETCH_PER_SLOT, RECORD_WITHIN, Worker
-from test_store import add
-from test_worker import Clock, Notifier
+from unit.test_store import add
+from unit.test_worker import Clock, Notifier
 
 
 @pytest.fixture

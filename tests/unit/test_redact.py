@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import QUEUECTL, Cli, assert_error, import_or_skip
-from pgserver import free_port
+from support.pgserver import free_port
 from queuectl.dburi import redact, secrets, uri_error
 
 #: Every test password starts with this: no other text of a URI or of a message holds it.

@@ -24,7 +24,7 @@ from queuectl.cli.worker import start as worker_start
 from queuectl.errors import InvalidConfig
 from queuectl.worker import EXIT_CONFIG
 
-SYSTEMD_DIR = Path(__file__).resolve().parent.parent / "systemd"
+SYSTEMD_DIR = Path(__file__).resolve().parents[2] / "systemd"
 TEMPLATE = SYSTEMD_DIR / "queuectl-worker@.service"
 TARGET = SYSTEMD_DIR / "queuectl.target"
 SITE_CONFIG = SYSTEMD_DIR.parent / "packaging" / "queuectl.conf"

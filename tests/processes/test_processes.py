@@ -29,9 +29,8 @@ from conftest import QUEUECTL, WorkerProcs, enqueue, queuectl, wait_for
 from conftest import configure as set_config
 from queuectl.models import JobState
 from queuectl.store import is_uri
-from storeops import claim
+from support.storeops import claim
 
-pytestmark = pytest.mark.processes
 
 PY = sys.executable
 #: Short timings for every test; later pairs override earlier ones (heartbeat first: stale-after > 2 x heartbeat).

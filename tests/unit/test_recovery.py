@@ -13,9 +13,9 @@ from queuectl.models import JobState
 from queuectl.recovery import SPAWN_SETTLE, Recovery, kill_local
 from queuectl.runner import spawn
 from queuectl.store import Exchange, Running
-from test_processes import live_members
+from processes.test_processes import live_members
 from conftest import wait_for
-from test_store import NOW, add, register
+from unit.test_store import NOW, add, register
 
 
 def local_worker(store, name: str, pid: int = 0) -> int:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pgserver import PgServer
+from support.pgserver import PgServer
 
-pytestmark = pytest.mark.processes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(600)  # its run may take 300 s

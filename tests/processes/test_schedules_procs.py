@@ -16,9 +16,8 @@ from datetime import datetime
 import pytest
 
 from conftest import enqueue, wait_for
-from test_processes import _logs, configure, safe_path, wait_exit
+from processes.test_processes import _logs, configure, safe_path, wait_exit
 
-pytestmark = pytest.mark.processes
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""`queuectl wait`, on SQLite and PostgreSQL: exit 0 when every job completed, 1 when one ended dead
-or cancelled (a line each) or an id is unknown, 124 on --timeout, 2 for usage; and a waiter in
-another process notices an end recorded meanwhile."""
+"""Waiters in processes of their own, on SQLite and PostgreSQL: `wait` notices an end recorded
+meanwhile; `enqueue --wait` exits as the command did, or 1 when the job is cancelled; Ctrl-C stops
+`wait` and `worker stop` with 130 and one line, and stops only the waiting."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, assert_error, configure
+from conftest import QUEUECTL, configure
 from queuectl.models import JobState
-from storeops import claim, finish
-from test_store import NOW, add, bad, ok, register
+from support.storeops import claim, finish
+from unit.test_store import NOW, add, ok, register
+from unit.test_wait import ended
 
 
 @pytest.fixture
@@ -22,67 +23,6 @@ def db(backend_db):
     return backend_db
 
 
-def ended(store, job_id: str, outcome) -> None:
-    """Run `job_id` to its end as a worker would record it: `outcome(job_id)` (ok or bad)."""
-    w = register(store, f"w-{job_id}")
-    assert [j.id for j in claim(store, w, [], 1, NOW)] == [job_id]
-    finish(store, w, [outcome(job_id)], NOW)
-
-
-def test_wait_for_completed_jobs_exits_0_and_json_shows_them(db, run_cli, store):
-    for job_id in ("a", "b"):
-        add(store, id=job_id)
-        ended(store, job_id, ok)
-    r = run_cli("wait", "a", "b")
-    assert (r.exit_code, r.stdout, r.stderr) == (0, "", "")
-    r = run_cli("wait", "b", "a", "--json")
-    assert r.exit_code == 0 and json.loads(r.stdout) == [
-        {"id": "b", "state": "completed", "exit_code": 0, "attempts": 1},
-        {"id": "a", "state": "completed", "exit_code": 0, "attempts": 1}]
-
-
-def test_a_dead_or_cancelled_job_exits_1_with_a_line_each(db, run_cli, store):
-    configure(run_cli, ("max-retries", "0"))
-    add(store, id="fine")
-    ended(store, "fine", ok)
-    add(store, id="broken")
-    ended(store, "broken", lambda job_id: bad(job_id, 3))
-    add(store, id="dropped")
-    store.cancel(["dropped"], NOW)
-    r = run_cli("wait", "fine", "broken", "dropped")
-    assert (r.exit_code, r.stdout) == (1, "")
-    assert r.stderr.splitlines() == ["job broken dead: exit code 3", "job dropped cancelled: cancelled"]
-
-
-def test_an_unknown_id_exits_1_at_once_without_waiting(db, run_cli, store):
-    add(store, id="running")  # never ends: the wait must not block on it
-    r = run_cli("wait", "running", "nosuch", "other")
-    assert (r.exit_code, r.stdout) == (1, "")
-    assert r.stderr.splitlines() == ["queuectl: error: no job with id 'nosuch'",
-                                     "queuectl: error: no job with id 'other'"]
-
-
-def test_a_timeout_exits_124_and_json_shows_where_the_jobs_are(db, run_cli, store):
-    add(store, id="done")
-    ended(store, "done", ok)
-    add(store, id="slow")
-    began = time.monotonic()
-    r = run_cli("wait", "slow", "done", "--timeout", "0.3", "--json")
-    assert time.monotonic() - began >= 0.3
-    assert r.exit_code == 124
-    assert r.stderr == "queuectl: timed out after 0.3 s waiting for slow\n"
-    assert [(j["id"], j["state"]) for j in json.loads(r.stdout)] == [("slow", "pending"), ("done", "completed")]
-    r = run_cli("wait", "slow", "--timeout", "0")
-    assert r.exit_code == 124
-
-
-@pytest.mark.parametrize("args, message", [
-    ((), "Missing argument"), (("a", "--timeout", "-1"), "--timeout"), (("a", "--timeout", "soon"), "--timeout")])
-def test_bad_usage_exits_2(db, run_cli, store, args, message):
-    assert_error(run_cli("wait", *args), 2, message)
-
-
-@pytest.mark.processes
 def test_a_waiter_in_another_process_returns_when_the_job_ends(db, run_cli, store, figures):
     add(store, id="done")
     ended(store, "done", ok)
@@ -115,7 +55,6 @@ def _enqueue_wait(db: str, job: dict, **kw) -> subprocess.CompletedProcess:
                           text=True, timeout=120, **kw)
 
 
-@pytest.mark.processes
 def test_enqueue_wait_exits_as_the_command_did(db, run_cli, store, workers):
     configure(run_cli, ("max-retries", "0"), ("poll-interval", "0.1"))
     workers.start("--count", "2")
@@ -128,7 +67,6 @@ def test_enqueue_wait_exits_as_the_command_did(db, run_cli, store, workers):
         JobState.COMPLETED, JobState.DEAD, JobState.DEAD, JobState.DEAD]
 
 
-@pytest.mark.processes
 def test_enqueue_wait_of_a_cancelled_job_exits_1_and_ctrl_c_stops_only_the_waiting(db, run_cli, store):
     # No worker: the jobs stay pending until cancelled.
     waiter = subprocess.Popen([*QUEUECTL, "--db", db, "enqueue", "--wait", '{"id": "dropped", "command": "true"}'],
@@ -155,7 +93,6 @@ def _has_open(pid: int, path: str) -> bool:
         return False
 
 
-@pytest.mark.processes
 def test_ctrl_c_stops_wait_and_worker_stop_with_130_and_one_line(tmp_path):
     """Ctrl+C: `wait` says how to wait again; another command (here `worker stop`, waiting for a drain)
     says it was interrupted; each exits 130 with one line on stderr, and what was done stays done.

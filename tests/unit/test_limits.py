@@ -18,8 +18,8 @@ from queuectl.store import sql as sql_module
 from queuectl.store import timing
 from queuectl.store.limits import RATE_SLACK
 from queuectl.store.postgres_schema import MIGRATIONS, claim_limited
-from storeops import claim, finish
-from test_store import NOW, add, ok, register
+from support.storeops import claim, finish
+from unit.test_store import NOW, add, ok, register
 
 
 @pytest.fixture

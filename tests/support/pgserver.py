@@ -404,7 +404,7 @@ class PgServer:
             "host replication all 127.0.0.1/32 trust\n"
         )
         with open(self.data / "postgresql.conf", "a") as conf:
-            conf.write("\n# queuectl tests (tests/pgserver.py)\ninclude_if_exists = 'queuectl_test.conf'\n")
+            conf.write("\n# queuectl tests (tests/support/pgserver.py)\ninclude_if_exists = 'queuectl_test.conf'\n")
         self.port = free_port()
         self._write_settings()
 

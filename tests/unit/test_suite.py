@@ -1,15 +1,17 @@
 """The suite's own rules: what its children inherit, how a missing driver skips, that every test has a
-time limit. They hold on Debian 12 (pytest 7.2) and Debian 13 (pytest 8.3), and on PyPI's newest pytest."""
+time limit, that a test's tier is its folder (tests/unit, tests/processes, ...) and nothing else. They
+hold on Debian 12 (pytest 7.2) and Debian 13 (pytest 8.3), and on PyPI's newest pytest."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import SERVICE_MANAGER_ENV, TIER_TIMEOUTS, import_or_skip
+from conftest import MARKED_TIERS, SERVICE_MANAGER_ENV, TESTS, TIERS, import_or_skip, misplaced, tier_of
 
 
 def test_the_programs_the_suite_starts_inherit_nothing_from_a_service_manager():
@@ -27,7 +29,7 @@ def test_the_suite_clears_them_when_the_shell_that_runs_it_has_them():
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          f"{__file__}::test_the_programs_the_suite_starts_inherit_nothing_from_a_service_manager"],
         env={**os.environ, **dict.fromkeys(SERVICE_MANAGER_ENV, "/run/qtest-inherited")},
-        cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True, timeout=120)
+        cwd=TESTS.parent, capture_output=True, text=True, timeout=120)
     assert child.returncode == 0 and "1 passed" in child.stdout, child.stdout + child.stderr
 
 
@@ -48,6 +50,30 @@ def test_every_test_has_a_time_limit(request):
     assert float(request.config.getini("timeout")) > 0
 
 
-@pytest.mark.chaos  # the marker alone (the test is instant): its tier's limit replaces the default
-def test_a_slow_tier_gets_its_longer_time_limit(request):
-    assert request.node.get_closest_marker("timeout").args == (TIER_TIMEOUTS["chaos"],)
+def test_a_tests_tier_is_the_folder_it_sits_in():
+    assert tier_of(__file__) == "unit"
+    assert [tier_of(TESTS / tier / "test_x.py") for tier in TIERS] == list(TIERS)
+    assert tier_of(TESTS / "processes" / "deeper" / "test_x.py") == "processes"
+    for nowhere in (TESTS / "test_x.py", TESTS / "support" / "test_x.py", TESTS.parent / "bench" / "test_x.py"):
+        assert tier_of(nowhere) is None, nowhere
+
+
+def test_a_test_with_a_tier_marker_or_out_of_the_tier_folders_is_refused():
+    assert misplaced(TESTS / "unit" / "test_x.py", ["parametrize", "timeout"]) is None
+    assert misplaced(TESTS / "processes" / "test_x.py", []) is None
+    for tier in MARKED_TIERS:  # another tier's marker, in every folder
+        for folder in TIERS:
+            problem = misplaced(TESTS / folder / "test_x.py", [tier])
+            assert problem and f"carries the tier marker {tier} in tests/{folder}/" in problem, problem
+    assert "drop the marker" in misplaced(TESTS / "chaos" / "test_x.py", ["chaos"])  # redundant
+    assert "sits in no tier's folder" in misplaced(TESTS / "test_x.py", [])
+
+
+def test_the_tier_folders_are_all_there_and_no_test_sits_outside_them():
+    # The hook refuses such a test when it is collected; this finds one in a file pytest was not given.
+    assert {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))} >= {*TIERS, "support"}
+    stray = sorted(str(p.relative_to(TESTS)) for p in TESTS.rglob("test_*.py") if tier_of(p) is None)
+    assert stray == [], stray
+    marked = sorted(str(p.relative_to(TESTS)) for p in TESTS.rglob("*.py") if p.name != "conftest.py"
+                    and re.search(rf"pytest\.mark\.({'|'.join(MARKED_TIERS)})\b", p.read_text()))
+    assert marked == [], marked

@@ -13,7 +13,7 @@ from queuectl.errors import Conflict, InvalidConfig, InvalidInput, NotFound
 from queuectl.jobspec import parse_job
 from queuectl.models import JobState
 from queuectl.store import DuplicateJob, Enqueued, Outcome, WorkerGone, open_store
-from storeops import claim, finish, requeue
+from support.storeops import claim, finish, requeue
 
 NOW = 1_000_000.0
 

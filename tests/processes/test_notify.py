@@ -37,7 +37,6 @@ from queuectl.models import JobState
 from queuectl.notify import Notifier, watchdog_interval
 from queuectl.store import SqliteStore
 
-pytestmark = pytest.mark.processes
 
 #: Variables a test environment might carry that would change what the worker does.
 _FOREIGN_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM", "QUEUECTL_DB",

@@ -1,4 +1,4 @@
-"""The PostgreSQL server the tests start themselves (tests/pgserver.py and the pg_* fixtures)."""
+"""The PostgreSQL server the tests start themselves (tests/support/pgserver.py and the pg_* fixtures)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require_postgres
-from pgserver import PgServer, _pid_alive
+from support.pgserver import PgServer, _pid_alive
 
 try:
     import psycopg

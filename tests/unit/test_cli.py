@@ -26,7 +26,7 @@ from queuectl.cli import cli
 from queuectl.jobspec import FIELDS, MAX_COMMAND_BYTES
 from queuectl.settings import SETTINGS
 from queuectl.store import Outcome, is_uri, open_store
-from storeops import claim, finish
+from support.storeops import claim, finish
 
 DEFAULTS = {
     "max-retries": 3,
