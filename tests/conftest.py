@@ -1,5 +1,7 @@
-"""Shared fixtures: a database path, a Click runner that works on Click 8.1 and 8.2+, worker processes,
-and a real PostgreSQL server that the session starts itself (pg_server, pg_uri, backend_db)."""
+"""Fixtures shared by every tier: a database path, a Click runner that works on Click 8.1 and 8.2+,
+worker processes, and a real PostgreSQL server that the session starts itself (pg_server, pg_uri,
+backend_db). And the tiers: a test's tier is the folder it sits in (tests/unit, tests/processes,
+tests/system, tests/chaos, tests/multihost), which marks it (pytest_collection_modifyitems)."""
 
 from __future__ import annotations
 
@@ -136,15 +138,6 @@ def enqueue(run_cli: Cli, **job) -> str:
     r = run_cli("enqueue", json.dumps(job))
     assert r.exit_code == 0, r.stderr
     return r.stdout.strip()
-
-
-@pytest.fixture
-def figures(request):
-    """Figures a test of the fast and processes tiers reports (tests/support/figures.py); the chaos and
-    multihost tiers' conftests name their own tier."""
-    from support.figures import report_figures
-
-    yield from report_figures(request, "processes")
 
 
 @pytest.fixture
