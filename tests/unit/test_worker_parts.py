@@ -22,6 +22,7 @@ from queuectl.worker.duties.schedules import CHECK_EVERY, Schedules
 from queuectl.worker.health import Health, Stats, status_line
 from queuectl.worker.ledger import RECORD_AFTER, RECORD_WITHIN, Ledger
 from queuectl.worker.outage import DB_RETRY, Outage
+from queuectl.worker.output import OUTPUT_EVERY, next_output_due, output_due
 
 
 def Clock(start: float = 1000.0):
@@ -146,6 +147,16 @@ def test_the_ledger_is_due_at_once_for_a_give_back_and_an_end_unless_batching():
     assert ledger.due(5.0, batching=True) == min(4.0 + RECORD_WITHIN, 4.5 + RECORD_AFTER)
     ledger.release.append("c")
     assert ledger.due(5.0, batching=True) == 5.0 and ledger.known() == {"a", "c"}
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+def test_new_output_is_due_output_every_seconds_after_the_last_record():
+    quiet = SimpleNamespace(flushed_at=1.0, unflushed=lambda: False)
+    talking = SimpleNamespace(flushed_at=2.0, unflushed=lambda: True)
+    assert output_due(quiet) == float("inf") and output_due(talking) == 2.0 + OUTPUT_EVERY
+    assert next_output_due({"q": quiet, "t": talking}) == 2.0 + OUTPUT_EVERY
+    assert next_output_due({}) == float("inf")
 
 
 # -- health -----------------------------------------------------------------------------------------
