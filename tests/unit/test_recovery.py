@@ -1,4 +1,4 @@
-"""What a recovery kills before it gives a lost worker's jobs back (queuectl.recovery.kill_local),
+"""What a recovery kills before it gives a lost worker's jobs back (queuectl.worker.duties.recovery.kill_local),
 with real process groups on this host."""
 
 import os
@@ -10,7 +10,7 @@ import pytest
 from queuectl import procs
 from queuectl.clock import Instant
 from queuectl.models import JobState
-from queuectl.recovery import SPAWN_SETTLE, Recovery, kill_local
+from queuectl.worker.duties.recovery import SPAWN_SETTLE, Recovery, kill_local
 from queuectl.runner import spawn
 from queuectl.store import Exchange, Running
 from processes.test_processes import live_members

@@ -165,7 +165,7 @@ def test_job_process_identity_is_recorded():
 
 def test_a_job_whose_group_was_never_recorded_is_found_by_its_environment():
     from queuectl.runner import JobEnvironment
-    from queuectl.recovery import kill_local
+    from queuectl.worker.duties.recovery import kill_local
     from queuectl.store import JobProcess
 
     runner = Runner(100)

@@ -19,22 +19,34 @@ log = logging.getLogger("queuectl.worker")
 CHECK_EVERY = 1.0
 
 
-class Scheduler:
-    """When a worker looks for due slots: `due(mono)` says whether a look is due, `run` does one."""
+class Schedules:
+    """When a worker looks for due slots: `due(now)` says whether a look is due, `run(now)` does one.
 
-    def __init__(self):
+    `worker` is the Worker it serves (its store, clocks and claim policy).
+    """
+
+    def __init__(self, worker):
+        self.worker = worker
         self._at = 0.0  # monotonic time of the next look
 
-    def due(self, mono: float) -> bool:
-        """True if a look is due at `mono` (CLOCK_MONOTONIC seconds)."""
-        return mono >= self._at
+    def due(self, now: float) -> bool:
+        """Return True if a look is due at monotonic `now` (CLOCK_MONOTONIC seconds)."""
+        return now >= self._at
 
-    @property
-    def next_at(self) -> float:
-        """The monotonic time of the next look."""
+    def wake_at(self) -> float:
+        """Return the monotonic time of the next look."""
         return self._at
 
-    def run(self, store, now: Instant) -> list:
+    def run(self, now: float) -> None:
+        """Fire what is due; a slot that added a job makes the worker claim now, not at the next poll.
+
+        Raises DatabaseError if the look fails.
+        """
+        w = self.worker
+        if any(f.outcome == "added" for f in self.fire(w.store, w.now())):
+            w.claims.claim_now()  # claim the new runs now, not at the next poll
+
+    def fire(self, store, now: Instant) -> list:
         """Fire what is due at `now` (it must carry this process's monotonic reading); log each slot;
         return what store.fire_schedules returned for each (queuectl.store.schedules.Fired)."""
         fired, next_slot = store.fire_schedules(now)

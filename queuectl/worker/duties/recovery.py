@@ -1,4 +1,4 @@
-"""Recovery: give back the jobs of workers that died or went silent, and never run a job twice.
+"""The worker's duty of recovery: give back the jobs of workers that died or went silent, and never run a job twice.
 
 Every worker watches the others at each of its heartbeats (`Recovery.sweep`), judging each
 by queuectl.liveness:
@@ -123,6 +123,32 @@ class Recovery:
         for job_id, state in recovered:
             self.recovered += 1
             log.warning("recovered job %s from %s (worker lost): now %s", job_id, whose, state.value)
+
+
+class RecoveryDuty:
+    """The recovery duty: a sweep of the other workers at each of this worker's heartbeats.
+
+    `worker` is the Worker it serves (its store, worker_id, config, clocks and stats);
+    `recovery` its watch over the others.
+    """
+
+    def __init__(self, worker, recovery: Recovery):
+        self.worker = worker
+        self.recovery = recovery
+
+    def due(self, now: float) -> bool:
+        """Return True: the loop runs this duty at each heartbeat, and only then."""
+        return True
+
+    def run(self, now: float) -> None:
+        """Sweep (Recovery.sweep) and count what was recovered; raises DatabaseError if it fails."""
+        w = self.worker
+        self.recovery.sweep(w.worker_id, w.now(), w.config)
+        w.stats.recovered = self.recovery.recovered
+
+    def wake_at(self) -> float:
+        """Return inf: the heartbeat's timer turns the loop for it."""
+        return float("inf")
 
 
 def _here(j: JobProcess) -> bool:

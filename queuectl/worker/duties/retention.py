@@ -24,18 +24,31 @@ LOG_EVERY = 10.0
 
 
 class Retention:
-    """When and how much a worker deletes: `due(mono)` says whether a pass is due, `run` does one."""
+    """When and how much a worker deletes: `due(now)` says whether a pass is due, `run(now)` does one.
 
-    def __init__(self):
+    `worker` is the Worker it serves (its store, worker_id, config and clocks).
+    """
+
+    def __init__(self, worker):
+        self.worker = worker
         self._at = 0.0  # monotonic time of the next pass
         self._deleted = 0  # deleted since the last log line
         self._logged_at = 0.0
 
-    def due(self, mono: float) -> bool:
-        """True if a pass is due at `mono` (CLOCK_MONOTONIC seconds)."""
-        return mono >= self._at
+    def due(self, now: float) -> bool:
+        """Return True if a pass is due at monotonic `now` (CLOCK_MONOTONIC seconds)."""
+        return now >= self._at
 
-    def run(self, store: Store, worker_id: int, config: dict, now: Instant) -> int:
+    def run(self, now: float) -> None:
+        """Do one pass; raises DatabaseError if it fails."""
+        w = self.worker
+        self.purge(w.store, w.worker_id, w.config, w.now())
+
+    def wake_at(self) -> float:
+        """Return inf: a pass waits for the loop's next turn."""
+        return float("inf")
+
+    def purge(self, store: Store, worker_id: int, config: dict, now: Instant) -> int:
         """Do one pass at `now` (it must carry this process's monotonic reading); return how many jobs it deleted."""
         older = {state: config[key] for state, key in settings_mod.RETENTION.items() if config[key] is not None}
         self._at = now.mono + min(RETENTION_EVERY, max(1.0, min(older.values(), default=0) / 2))
