@@ -197,7 +197,7 @@ def fleet_on_pair(db, pair, run_cli, workers, tmp_path) -> Fleet:
 @pytest.mark.parametrize("pair", [False], ids=["asynchronous"], indirect=True)
 def test_failover_to_an_asynchronous_standby_behind_loses_what_it_had_not_received(
         pair, db, fleet_on_pair, run_cli, tmp_path, figures):
-    """What the README says asynchronous replication can lose, shown: the standby stops receiving (stopped,
+    """What docs/postgresql.md says asynchronous replication can lose, shown: the standby stops receiving (stopped,
     as a standby that lags far behind) while the primary acknowledges an enqueue, a job's recorded end and a
     cancel; the primary then fails and the standby is promoted without them."""
     primary, standby = pair
