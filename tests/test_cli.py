@@ -1086,8 +1086,8 @@ def test_status_and_metrics_still_report_when_a_stored_setting_is_broken(run_cli
 
 
 def test_status_and_metrics_format_one_snapshot_that_reads_the_store_once(db, populated):
-    from queuectl.metrics import render
-    from queuectl.snapshot import take
+    from queuectl.api.metrics import render
+    from queuectl.api.snapshot import take
 
     with open_store(db) as s:
         s.set_paused(["idle"], True, time.time())

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import QUEUECTL, assert_error, configure
-from queuectl.following import follow
+from queuectl.api.following import follow
 from queuectl.models import JobState
 from queuectl.store import Exchange, LiveOutput, Running, open_store
 from storeops import claim, finish

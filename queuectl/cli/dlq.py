@@ -53,7 +53,8 @@ def retry(app, job_ids):
     Example:
       queuectl dlq retry job1
     """
-    store = app.store()
-    states = store.dlq_retry(list(job_ids), store.now())
+    from queuectl.api.ops import dlq_retry
+
+    states = dlq_retry(app.store(), job_ids)
     for job_id, state in zip(job_ids, states):
         click.echo(f"{job_id}: {state.value}")

@@ -7,16 +7,13 @@ import time
 
 import click
 
-from queuectl.cli.common import (MOST_LISTED, Seconds, json_option, note, note_truncation, pass_app, patience,
-                                 print_json, print_table)
-from queuectl.errors import Conflict, InvalidInput, NotFound
-from queuectl.jobspec import check_queue, parse_job
+from queuectl.api import jobs as api
+from queuectl.cli.common import (MOST_LISTED, Seconds, json_option, note, note_truncation, outage_doc, pass_app,
+                                 patience, print_json, print_table)
+from queuectl.errors import InvalidInput
 from queuectl.models import JobState, iso, one_line
-from queuectl.store import DuplicateJob, UnknownDependency
 
 STATE_CHOICE = click.Choice([s.value for s in JobState])
-#: The held idempotency keys `status` lists, at most (by key; it says how many there are in all).
-KEYS_SHOWN = 20
 
 
 @click.command()
@@ -28,6 +25,7 @@ KEYS_SHOWN = 20
 @click.option("--follow", is_flag=True,
               help="Then print its output as it is written (as `logs -f`), and exit as --wait does.")
 @pass_app
+@outage_doc
 def enqueue(app, job, file, wait_, follow):
     """Add a job to the queue and print its id.
 
@@ -53,8 +51,8 @@ def enqueue(app, job, file, wait_, follow):
     (cancelled, could not start). With --file: the first job, in file order, that did
     not complete decides. --follow prints the job's output as it runs (as `logs -f`)
     and exits as --wait does. Ctrl+C stops the waiting only: the jobs go on. The waiting
-    rides out an outage of the database (a line on stderr says so) for up to 5 minutes
-    (QUEUECTL_OUTAGE_LIMIT), then exits 1; the enqueue itself does not wait for it.
+    rides out an outage of the database (a line on stderr says so) for up to OUTAGE_LIMIT,
+    then exits 1; the enqueue itself does not wait for it.
     """
     if (job is None) == (file is None):
         raise InvalidInput("give one JSON job or --file FILE")
@@ -64,21 +62,11 @@ def enqueue(app, job, file, wait_, follow):
     checked_at = time.time()
     waiting = patience() if wait_ or follow else None  # its setting checked before anything is enqueued
     if file is None:
-        jobs, lines = [parse_job(job, checked_at)], None
+        jobs, lines = [api.parse_one(job, checked_at)], None
     else:
-        jobs, lines = _read_jobs(file, checked_at)
+        jobs, lines = api.parse_jobs(file, checked_at)
     store = app.store()
-    try:
-        done = store.enqueue(jobs, store.now())
-    except DuplicateJob as e:
-        if lines is None:
-            raise
-        line = lines[e.index]
-        raise Conflict(f"line {line}: {e}; nothing was enqueued") from None
-    except UnknownDependency as e:
-        if lines is None:
-            raise
-        raise NotFound(f"line {lines[e.index]}: {e}") from None
+    done = api.enqueue(store, jobs, lines)
     for index, (job, result) in enumerate(zip(jobs, done)):
         where = "" if lines is None else f"line {lines[index]}: "
         if result.held is not None:
@@ -95,18 +83,17 @@ def enqueue(app, job, file, wait_, follow):
 
 
 def _follow(store, job_id: str, waiting, wait_style: bool, print_id: bool = False) -> int:
-    """Follow job `job_id`'s output (queuectl.following) until it ends, after printing its id (`print_id`),
-    riding out outages with `waiting` (a queuectl.outage.Patience); return the exit status: as `wait`
+    """Follow job `job_id`'s output (queuectl.api.following) until it ends, after printing its id (`print_id`),
+    riding out outages with `waiting` (a queuectl.api.outage.Patience); return the exit status: as `wait`
     gives it (`wait_style`: 0 or 1, with a line for a job that did not complete), else as `enqueue --wait`
     does. Ctrl+C stops the following only (130)."""
-    from queuectl.following import follow
-    from queuectl.waiting import exit_status
+    from queuectl.api.waiting import exit_status
 
     try:
         if print_id:
             click.echo(job_id)  # first (flushed), for a script that reads it while the job runs
         sys.stdout.flush()
-        job = follow(store, job_id, sys.stdout.buffer, sys.stderr.buffer, note, patience=waiting)
+        job = api.follow(store, job_id, sys.stdout.buffer, sys.stderr.buffer, note, waiting)
     except KeyboardInterrupt:
         click.echo(f"queuectl: stopped following; the job goes on: queuectl logs -f {job_id}", err=True)
         return 130
@@ -125,43 +112,18 @@ def _not_completed(job) -> str:
 
 def _wait_for_enqueued(store, printed: list[str], waiting) -> int:
     """`enqueue --wait`: print the ids (`printed`: one per job, a key's holder's for a matched one), wait
-    for those jobs (riding out outages with `waiting`, a queuectl.outage.Patience), and return their exit
-    status (queuectl.waiting.exit_status; the first that is not 0)."""
-    from queuectl.waiting import exit_status, wait_for_end
-
-    job_ids = list(dict.fromkeys(printed))
+    for those jobs (riding out outages with `waiting`), and return their exit status (api.wait_status)."""
     try:
         click.echo("\n".join(printed))  # the ids first (flushed), for a script that reads them while the jobs run
-        jobs, _ = wait_for_end(store, job_ids, waiting)
+        return api.wait_status(store, printed, waiting)
     except KeyboardInterrupt:
-        return _stopped_waiting(job_ids, "the job goes on")
-    codes = [exit_status(jobs[job_id]) for job_id in job_ids if job_id in jobs]
-    return next((code for code in codes if code != 0), 0)
+        return _stopped_waiting(list(dict.fromkeys(printed)), "the job goes on")
 
 
 def _stopped_waiting(job_ids: list[str], goes_on: str) -> int:
     """After Ctrl+C while waiting: say how to wait again; return the exit status, 130 (as a shell's)."""
     click.echo(f"queuectl: stopped waiting; {goes_on}: queuectl wait {' '.join(job_ids)}", err=True)
     return 130
-
-
-def _read_jobs(file, now):
-    jobs, lines = [], []
-    for number, raw in enumerate(file, start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInput(f"line {number}: not UTF-8 text; nothing was enqueued") from None
-        if not text.strip():
-            continue
-        try:
-            jobs.append(parse_job(text.rstrip("\r\n"), now))  # its position is then within this line
-        except InvalidInput as e:
-            raise InvalidInput(f"line {number}: {e}; nothing was enqueued") from None
-        lines.append(number)
-    if not jobs:
-        raise InvalidInput("no jobs in the file")
-    return jobs, lines
 
 
 @click.command(name="list")
@@ -180,6 +142,8 @@ def list_(app, state, queue, limit, as_json):
       queuectl list --queue build --limit 20 --json
     """
     if queue is not None:
+        from queuectl.jobspec import check_queue
+
         check_queue(queue)
     store = app.store()
     jobs = store.list_jobs(JobState(state) if state else None, queue, limit)
@@ -221,6 +185,7 @@ def show(app, job_id, as_json):
               help="Then print its output as it is written, until the job ends; exit as `wait` does.")
 @json_option
 @pass_app
+@outage_doc
 def logs(app, job_id, follow, as_json):
     """Print the output a job's last run captured: its stdout on stdout, its stderr on stderr.
 
@@ -229,8 +194,8 @@ def logs(app, job_id, follow, as_json):
     comes (within a second), across retries (a line on stderr says when another attempt
     starts), until the job has ended; a pending or blocked job is waited for. Exit 0
     when it completed, 1 when it ended dead or cancelled (a line on stderr says why).
-    An outage of the database is ridden out (a line on stderr says so) for up to 5
-    minutes (QUEUECTL_OUTAGE_LIMIT), then it exits 1.
+    An outage of the database is ridden out (a line on stderr says so) for up to
+    OUTAGE_LIMIT, then it exits 1.
 
     \b
     Examples:
@@ -263,29 +228,15 @@ def status(app, as_json):
     Example:
       queuectl status --json
     """
-    from queuectl import units
+    from queuectl.api.status import status as read_status
     from queuectl.settings import format_duration
-    from queuectl.snapshot import take
 
-    store = app.store()
-    snap = take(store)
-    counts, paused, oldest = snap.counts, snap.paused, snap.oldest_ready
-    keys, keys_held = store.held_keys(KEYS_SHOWN)
-    unit_states = units.show()
+    report = read_status(app.store())
     if as_json:
-        print_json({"jobs": snap.totals, "queues": counts,
-                    "keys": [{"key": k, "id": job_id, "state": state.value} for k, job_id, state in keys],
-                    "keys_held": keys_held,
-                    "paused": {q: iso(t) for q, t in paused.items()},
-                    "limits": {q: lim.to_dict() for q, lim in snap.limits.items()},
-                    "schedules": [sch.to_dict() for sch in snap.schedules],
-                    "oldest_ready_age": {q: round(a, 3) for q, a in oldest.items()},
-                    "retention": snap.retention,
-                    "workers": [w.info.to_dict(w.heartbeat_age, w.state) for w in snap.workers],
-                    "units": [{"unit": u["Id"], "active_state": u.get("ActiveState"), "sub_state": u.get("SubState"),
-                               "n_restarts": int(u.get("NRestarts") or 0), "status_text": u.get("StatusText", ""),
-                               "main_pid": int(u.get("MainPID") or 0)} for u in unit_states]})
+        print_json(report.to_dict())
         return
+    snap, keys, keys_held, unit_states = report.snapshot, report.keys, report.keys_held, report.units
+    counts, paused, oldest = snap.counts, snap.paused, snap.oldest_ready
     click.echo("Jobs")
     print_table(["STATE", "COUNT"], [[s, n] for s, n in snap.totals.items()])
     limits = snap.limits
@@ -330,6 +281,7 @@ def status(app, as_json):
               help="Give up after this many seconds (exit 124, as timeout(1)).")
 @json_option
 @pass_app
+@outage_doc
 def wait(app, job_ids, timeout, as_json):
     """Wait until every job named has ended: completed, dead or cancelled.
 
@@ -337,7 +289,7 @@ def wait(app, job_ids, timeout, as_json):
     stderr, with its last error) or an id names no job (nothing is waited for then);
     124 when --timeout passes first; 130 on Ctrl+C. It notices an end within 0.1 s of its record,
     from any host on PostgreSQL. An outage of the database is ridden out (a line on stderr
-    says so) for up to 5 minutes (QUEUECTL_OUTAGE_LIMIT) or until --timeout, then it exits 1.
+    says so) for up to OUTAGE_LIMIT or until --timeout, then it exits 1.
 
     \b
     Examples:
@@ -354,25 +306,20 @@ def wait(app, job_ids, timeout, as_json):
 
 
 def _wait(store, job_ids: list[str], waiting, timeout: float | None, as_json: bool) -> int:
-    """`wait`'s work (see it), once the store is open, riding out outages with `waiting` (a
-    queuectl.outage.Patience); returns the exit code."""
-    from queuectl.waiting import EXIT_TIMEOUT, wait_for_end
+    """`wait`'s work (see it), once the store is open, riding out outages with `waiting`; returns the exit code."""
+    from queuectl.api.waiting import EXIT_TIMEOUT
 
-    began = time.monotonic()
-    known = waiting.read(lambda: store.jobs_by_id(job_ids), None if timeout is None else began + timeout)
-    unknown = [job_id for job_id in job_ids if job_id not in known]
-    for job_id in unknown:
+    waited = api.wait(store, job_ids, waiting, timeout)
+    for job_id in waited.unknown:
         click.echo(f"queuectl: error: no job with id {job_id!r}", err=True)
-    if unknown:
+    if waited.unknown:
         return 1
-    jobs, late = wait_for_end(store, job_ids, waiting, timeout)
     if as_json:
         print_json([{"id": j.id, "state": j.state.value, "exit_code": j.exit_code, "attempts": j.attempts}
-                    for j in (jobs[job_id] for job_id in job_ids)])
-    if late:
-        click.echo(f"queuectl: timed out after {timeout:g} s waiting for {', '.join(late)}", err=True)
+                    for j in waited.jobs.values()])
+    if waited.late:
+        click.echo(f"queuectl: timed out after {timeout:g} s waiting for {', '.join(waited.late)}", err=True)
         return EXIT_TIMEOUT
-    failed = [jobs[job_id] for job_id in job_ids if jobs[job_id].state != JobState.COMPLETED]
-    for j in failed:
+    for j in waited.failed:
         click.echo(_not_completed(j), err=True)
-    return 1 if failed else 0
+    return 1 if waited.failed else 0
