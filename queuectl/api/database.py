@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from queuectl.api.conffile import SiteConfig
 from queuectl.errors import DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
 
 #: Where the database named came from: what a bad one is reported as (see the module's docstring).
@@ -26,15 +24,25 @@ OPTION, ENVIRONMENT, WORKER_ENVIRONMENT, CONFIG, DEFAULT = (
 CONNECT_RETRY_MIN, CONNECT_RETRY_MAX = 1.0, 16.0
 
 
-@dataclass
+if TYPE_CHECKING:
+    from queuectl.api.conffile import SiteConfig
+
+
 class Database:
     """The database named (a SQLite path, a PostgreSQL URI, or None for the default), where it came from
-    (OPTION, ENVIRONMENT, ...), and the store once opened; `close` closes it."""
+    (OPTION, ENVIRONMENT, ...), and the store once opened; `close` closes it.
 
-    db: str | None
-    db_source: str = OPTION
-    _site: SiteConfig | None = field(default=None, repr=False)
-    _store: object | None = field(default=None, repr=False)
+    A plain class, not a dataclass: every command builds one, and a dataclass costs its start-up.
+    """
+
+    def __init__(self, db: str | None, db_source: str = OPTION):
+        self.db = db
+        self.db_source = db_source
+        self._site: SiteConfig | None = None
+        self._store = None
+
+    def __repr__(self) -> str:
+        return f"Database({self.db!r}, {self.db_source!r})"
 
     def site(self) -> SiteConfig:
         """Return the site configuration file's contents (read once); raises InvalidConfig."""

@@ -7,10 +7,12 @@ that the caller makes before it changes anything (a bad QUEUECTL_OUTAGE_LIMIT is
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Sequence
 
 from queuectl.errors import Conflict, InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from queuectl.api.waiting import Waited
 
 
 def parse_jobs(lines: Iterable[bytes], now: float | None = None) -> tuple[list, list[int]]:
@@ -70,23 +72,6 @@ def enqueue(store, jobs: Sequence, lines: Sequence[int] | None = None) -> list:
         raise NotFound(f"line {lines[e.index]}: {e}") from None
 
 
-@dataclass(frozen=True)
-class Waited:
-    """What a wait saw: the jobs as last read by id, the ids that name no job (nothing is waited for
-    then), and those that had not ended when the timeout passed (`late`)."""
-
-    jobs: dict = field(default_factory=dict)
-    unknown: list[str] = field(default_factory=list)
-    late: list[str] = field(default_factory=list)
-
-    @property
-    def failed(self) -> list:
-        """The jobs waited for that ended without completing, in the order asked."""
-        from queuectl.models import JobState
-
-        return [j for j in self.jobs.values() if j.state != JobState.COMPLETED]
-
-
 def wait(store, job_ids: Sequence[str], patience, timeout: float | None = None) -> Waited:
     """Wait until every job of `job_ids` has ended (completed, dead or cancelled), or `timeout` seconds passed.
 
@@ -94,7 +79,7 @@ def wait(store, job_ids: Sequence[str], patience, timeout: float | None = None) 
     `patience` (queuectl.api.outage.Patience; DatabaseUnavailable when it gives up, which a
     `timeout` may bring forward). Jobs are read every queuectl.api.waiting.POLL seconds.
     """
-    from queuectl.api.waiting import wait_for_end
+    from queuectl.api.waiting import Waited, wait_for_end
 
     job_ids = list(dict.fromkeys(job_ids))
     known = patience.read(lambda: store.jobs_by_id(job_ids), None if timeout is None else time.monotonic() + timeout)

@@ -10,6 +10,7 @@ database (queuectl.api.outage).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from queuectl.errors import NotFound
@@ -71,6 +72,21 @@ def wait_until(store: Store, job_ids: Sequence[str], settled: Callable[[Job], bo
         if left is not None and left <= 0:
             return jobs, waiting
         sleep(poll if left is None else min(poll, left))
+
+
+@dataclass(frozen=True)
+class Waited:
+    """What a wait saw: the jobs as last read by id, the ids that name no job (nothing is waited for
+    then), and those that had not ended when the timeout passed (`late`)."""
+
+    jobs: dict = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+    late: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list:
+        """The jobs waited for that ended without completing, in the order asked."""
+        return [j for j in self.jobs.values() if j.state != JobState.COMPLETED]
 
 
 #: The exit status of a wait for a job whose last attempt timed out: timeout(1)'s.

@@ -33,11 +33,11 @@ def exit_code_for(error: QueuectlError) -> int:
 #: Each command and the module that defines it, imported only when that command runs (or for
 #: --help), so `queuectl enqueue` does not pay for the worker's imports.
 COMMANDS = {
-    "enqueue": "queuectl.cli.jobs:enqueue",
+    "enqueue": "queuectl.cli.enqueue:enqueue",
     "list": "queuectl.cli.jobs:list_",
     "show": "queuectl.cli.jobs:show",
     "logs": "queuectl.cli.jobs:logs",
-    "status": "queuectl.cli.jobs:status",
+    "status": "queuectl.cli.status:status",
     "wait": "queuectl.cli.jobs:wait",
     "worker": "queuectl.cli.worker:worker",
     "dlq": "queuectl.cli.dlq:dlq",

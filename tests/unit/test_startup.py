@@ -12,6 +12,7 @@ import pytest
 NOT_FOR_ENQUEUE = {"queuectl.worker", "queuectl.runner", "queuectl.notify", "psycopg",
                    "queuectl.store.postgres", "queuectl.api.ops", "queuectl.api.status", "queuectl.api.schedules",
                    "queuectl.api.snapshot", "queuectl.api.metrics", "queuectl.cli.worker", "queuectl.cli.ops",
+                   "queuectl.cli.jobs", "queuectl.cli.status", "queuectl.api.waiting", "queuectl.api.following",
                    "queuectl.cli.dlq", "queuectl.cli.schedules", "queuectl.cli.limits", "queuectl.cli.config",
                    "queuectl.control", "queuectl.units", "configparser", "subprocess", "socket"}
 
@@ -27,7 +28,7 @@ def imported_by(*args: str, env: dict | None = None) -> set[str]:
 def test_enqueue_imports_neither_the_worker_nor_postgresql_nor_other_commands(tmp_path, monkeypatch):
     monkeypatch.setenv("QUEUECTL_CONFIG", "")
     imported = imported_by("--db", str(tmp_path / "q.db"), "enqueue", '{"command":"true"}')
-    assert {"queuectl.api.jobs", "queuectl.cli.jobs", "queuectl.store.sqlite"} <= imported
+    assert {"queuectl.api.jobs", "queuectl.cli.enqueue", "queuectl.store.sqlite"} <= imported
     assert not imported & NOT_FOR_ENQUEUE, sorted(imported & NOT_FOR_ENQUEUE)
 
 
