@@ -116,6 +116,31 @@ def follow(store, job_id: str, out: BinaryIO, err: BinaryIO, note: Callable[[str
     return follow_output(store, job_id, out, err, note, patience=patience)
 
 
+def list_jobs(store, state: str | None = None, queue: str | None = None, limit: int = 100) -> tuple[list, int]:
+    """Return (up to `limit` jobs in `state` and `queue` (None: any), newest first; how many match in all).
+
+    The total comes from the kept counts (no scan), and is read only when the limit cut the
+    list short (else it is the list's length). Raises InvalidInput for a bad queue name or state.
+    """
+    from queuectl.jobspec import check_queue
+    from queuectl.models import JobState
+
+    if queue is not None:
+        check_queue(queue)
+    try:
+        chosen = JobState(state) if state else None
+    except ValueError:
+        raise InvalidInput(f"no job state {state!r}") from None
+    jobs = store.list_jobs(chosen, queue, limit)
+    return jobs, matching_total(store, state, queue) if len(jobs) >= limit else len(jobs)
+
+
+def show(store, job_id: str, output: bool = False):
+    """Return job `job_id`'s record (a queuectl.models.Job), with its captured output if `output`;
+    raises NotFound."""
+    return store.get_job(job_id, output=output)
+
+
 def matching_total(store, state: str | None, queue: str | None) -> int:
     """Return how many jobs are in `state` and `queue` (None: any), from the kept counts (no scan)."""
     return sum(n for q, per in store.counts().items() if queue in (None, q)

@@ -54,13 +54,8 @@ def print_table(headers: list[str], rows: list[list]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
-def note_truncation(store, shown: int, limit: int, state: str | None, queue: str | None) -> None:
-    """Say on stderr when --limit cut a listing short (counts come from the kept totals: no scan)."""
-    from queuectl.api.jobs import matching_total
-
-    if shown < limit:
-        return
-    total = matching_total(store, state, queue)
+def note_truncation(shown: int, total: int) -> None:
+    """Say on stderr when --limit cut a listing short: `shown` of `total` jobs."""
     if total > shown:
         click.echo(f"({shown} of {total} jobs shown; use --limit for more)", err=True)
 

@@ -34,9 +34,8 @@ def list_(app, state, queue, limit, as_json):
     if queue is not None:
         from queuectl.jobspec import check_queue
 
-        check_queue(queue)
-    store = app.store()
-    jobs = store.list_jobs(JobState(state) if state else None, queue, limit)
+        check_queue(queue)  # before the store is opened
+    jobs, total = api.list_jobs(app.store(), state, queue, limit)
     if as_json:
         print_json([j.to_dict() for j in jobs])
         return
@@ -45,7 +44,7 @@ def list_(app, state, queue, limit, as_json):
         [[j.id, j.state.value, j.queue, j.priority, j.attempts, iso(j.created_at), one_line(j.command, 50)]
          for j in jobs],
     )
-    note_truncation(store, len(jobs), limit, state, queue)
+    note_truncation(len(jobs), total)
 
 
 @click.command()
@@ -59,8 +58,7 @@ def show(app, job_id, as_json):
     Example:
       queuectl show job1
     """
-    job = app.store().get_job(job_id)
-    d = job.to_dict()
+    d = api.show(app.store(), job_id).to_dict()
     if as_json:
         print_json(d)
         return
@@ -97,7 +95,7 @@ def logs(app, job_id, follow, as_json):
             raise InvalidInput("--follow prints the output as it comes; it has no --json")
         waiting = patience()
         return _follow(app.store(), job_id, waiting, wait_style=True)
-    job = app.store().get_job(job_id, output=True)
+    job = api.show(app.store(), job_id, output=True)
     if as_json:
         d = job.to_dict(output=True)
         print_json({k: d[k] for k in ("id", "state", "exit_code", "stdout", "stderr")})

@@ -290,3 +290,19 @@ def test_a_metrics_file_whose_write_fails_leaves_no_temporary_file(store, tmp_pa
         write_metrics(store, str(tmp_path / "m.prom"))
     assert sorted(os.listdir(tmp_path)) == ["m.prom", "queue.db", *sorted(
         n for n in os.listdir(tmp_path) if n.startswith("queue.db-"))]
+
+
+# -- list, show --------------------------------------------------------------------------------------------
+
+
+def test_a_listing_gives_the_total_when_its_limit_cuts_it_short(store, db):
+    add(store, '{"id":"a","command":"true","queue":"q"}', '{"id":"b","command":"true","queue":"q"}',
+        '{"id":"c","command":"true"}')
+    first, total = jobs.list_jobs(store, None, "q", 1)
+    assert [j.id for j in first] == ["b"] and total == 2
+    listed, total = jobs.list_jobs(store, "pending", None, 10)
+    assert [j.id for j in listed] == ["c", "b", "a"] and total == 3
+    refused(store, db, InvalidInput, 2, lambda: jobs.list_jobs(store, "sleeping"), "sleeping")
+    refused(store, db, InvalidInput, 2, lambda: jobs.list_jobs(store, None, "bad name"))
+    assert jobs.show(store, "a").id == "a"
+    refused(store, db, NotFound, 1, lambda: jobs.show(store, "nobody"), "nobody")
