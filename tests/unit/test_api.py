@@ -306,3 +306,40 @@ def test_a_listing_gives_the_total_when_its_limit_cuts_it_short(store, db):
     refused(store, db, InvalidInput, 2, lambda: jobs.list_jobs(store, None, "bad name"))
     assert jobs.show(store, "a").id == "a"
     refused(store, db, NotFound, 1, lambda: jobs.show(store, "nobody"), "nobody")
+
+
+def test_a_worker_under_systemd_waits_for_its_postgresql_server_saying_so(tmp_path, monkeypatch):
+    import socket
+
+    pytest.importorskip("psycopg")
+    pytest.importorskip("sdnotify")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(tmp_path / "notify"))
+    listener.settimeout(5)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "notify"))
+    said, slept = [], []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 6:
+            raise Interrupted("enough")
+
+    try:
+        with pytest.raises(Interrupted):
+            Database("postgresql://nobody@127.0.0.1:1/none?connect_timeout=1").worker_store(
+                wait=True, say=said.append, sleep=sleep)
+        assert slept == [1.0, 2.0, 4.0, 8.0, 16.0, 16.0]  # doubling up to CONNECT_RETRY_MAX
+        assert len(said) == 1 and said[0].endswith("; waiting for it")  # once while the reason stays the same
+        assert listener.recv(4096).startswith(b"STATUS=waiting for the database: ")
+    finally:
+        listener.close()
+
+
+def test_the_help_of_waiting_commands_gives_the_outage_limit_from_its_one_home():
+    from queuectl.api.outage import LIMIT, LIMIT_ENV
+    from queuectl.cli.enqueue import enqueue
+    from queuectl.cli.jobs import logs, wait
+
+    for command in (enqueue, logs, wait):
+        assert f"{LIMIT / 60:g} minutes ({LIMIT_ENV})" in command.help and "OUTAGE_LIMIT" not in command.help.replace(
+            LIMIT_ENV, "")
