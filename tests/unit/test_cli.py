@@ -862,9 +862,9 @@ def test_enqueue_imports_neither_the_worker_nor_click_commands_it_does_not_run(d
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     imported = set(r.stderr.split())
-    assert "queuectl.cli.jobs" in imported and "queuectl.store" in imported
+    assert "queuectl.cli.enqueue" in imported and "queuectl.store" in imported
     unneeded = {"queuectl.worker", "queuectl.runner", "queuectl.cli.worker", "queuectl.cli.dlq", "queuectl.notify",
-                "configparser"}
+                "configparser", "queuectl.cli.jobs", "queuectl.cli.status"}
     if is_uri(db):
         assert "psycopg" in imported
     else:  # psycopg (and the socket and subprocess modules it brings) only for PostgreSQL
@@ -1086,8 +1086,8 @@ def test_status_and_metrics_still_report_when_a_stored_setting_is_broken(run_cli
 
 
 def test_status_and_metrics_format_one_snapshot_that_reads_the_store_once(db, populated):
-    from queuectl.metrics import render
-    from queuectl.snapshot import take
+    from queuectl.api.metrics import render
+    from queuectl.api.snapshot import take
 
     with open_store(db) as s:
         s.set_paused(["idle"], True, time.time())

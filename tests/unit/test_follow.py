@@ -10,7 +10,7 @@ import io
 import pytest
 
 from conftest import assert_error, configure
-from queuectl.following import follow
+from queuectl.api.following import follow
 from queuectl.models import JobState
 from queuectl.store import Exchange, LiveOutput, Running
 from support.storeops import claim, finish

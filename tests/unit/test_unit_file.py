@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from queuectl import conffile
+from queuectl.api import conffile
 from queuectl.cli import EXIT_CODES
 from queuectl.cli.worker import start as worker_start
 from queuectl.errors import InvalidConfig

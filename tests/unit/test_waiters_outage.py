@@ -1,4 +1,4 @@
-"""Waiters ride out an outage of the database (queuectl.outage), as workers do.
+"""Waiters ride out an outage of the database (queuectl.api.outage), as workers do.
 
 The rule alone, with a store that fails as a real one does (DatabaseUnavailable): one line when
 an outage begins and one when it ends, the reads go on where they were, and the waiter gives up
@@ -17,10 +17,10 @@ import pytest
 
 from conftest import SQLITE_ONLY, assert_error
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig
-from queuectl.following import follow
-from queuectl.outage import LIMIT, RETRY, Patience, limit_from_environment
+from queuectl.api.following import follow
+from queuectl.api.outage import LIMIT, RETRY, Patience, limit_from_environment
 from queuectl.store import Outcome
-from queuectl.waiting import wait_for_end
+from queuectl.api.waiting import wait_for_end
 from support.storeops import finish
 from unit.test_store import NOW, add, ok
 from unit.test_wait import ended

@@ -50,7 +50,7 @@ class Retention:
 
     def purge(self, store: Store, worker_id: int, config: dict, now: Instant) -> int:
         """Do one pass at `now` (it must carry this process's monotonic reading); return how many jobs it deleted."""
-        older = {state: config[key] for state, key in settings_mod.RETENTION.items() if config[key] is not None}
+        older = settings_mod.kept_ages(config)
         self._at = now.mono + min(RETENTION_EVERY, max(1.0, min(older.values(), default=0) / 2))
         if not older or not store.take_lease("retention", worker_id, now, 3 * RETENTION_EVERY):
             return 0

@@ -44,6 +44,11 @@ LIMIT_ENV = "QUEUECTL_OUTAGE_LIMIT"
 RETRY = 0.5
 
 
+def limit_text() -> str:
+    """Return the default outage limit as help text says it: "5 minutes (QUEUECTL_OUTAGE_LIMIT)"."""
+    return f"{LIMIT / 60:g} minutes ({LIMIT_ENV})"
+
+
 def limit_from_environment(environ=os.environ) -> float:
     """Return the outage limit in seconds: QUEUECTL_OUTAGE_LIMIT if set and not empty, else LIMIT.
 

@@ -9,7 +9,7 @@
 
 `db` applies when neither --db nor QUEUECTL_DB is given. `worker-db` is what workers use
 instead of `db` (commands go through a pooler such as PgBouncer, workers need a direct
-connection: see queuectl.cli.common.App.for_worker for the full order). [defaults] replaces the built-in
+connection: see queuectl.api.database.Database.for_worker for the full order). [defaults] replaces the built-in
 default of a setting; a value stored with `queuectl config set` still wins over it.
 QUEUECTL_CONFIG names another file, which must exist (empty: none).
 """
@@ -20,8 +20,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from queuectl import settings
-from queuectl.dburi import is_uri, near_miss, redact
 from queuectl.errors import InvalidConfig, InvalidInput
 
 DEFAULT_PATH = "/etc/queuectl/queuectl.conf"
@@ -68,6 +66,8 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
         raise InvalidConfig(f"{path}: unknown {', '.join(problems)}; expected [queuectl] db = PATH (or URI),"
                             " worker-db = PATH (or URI) and [defaults] SETTING = VALUE")
     db, worker_db = (_database(parser, path, key) for key in ("db", "worker-db"))
+    from queuectl import settings
+
     defaults = {}
     if parser.has_section("defaults"):
         for key, raw in parser.items("defaults"):
@@ -81,6 +81,8 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
 
 def _database(parser, path: str, key: str) -> str | None:
     """The [queuectl] `key` of the file: an absolute path, a PostgreSQL URI, or None; raises InvalidConfig."""
+    from queuectl.dburi import is_uri, near_miss, redact
+
     value = parser.get("queuectl", key, fallback=None) or None
     if value is not None and not os.path.isabs(value) and not is_uri(value):
         why = near_miss(value) or f"got {redact(repr(value), value)}"  # a mistyped URI may hold a password

@@ -1,7 +1,7 @@
 """One reading of the queue's state, which `queuectl status` and `queuectl metrics` both format.
 
 `take(store)` reads everything the two reports show, once; `status` (queuectl.cli.jobs) prints
-a Snapshot as tables or JSON, `queuectl.metrics.render` as the Prometheus text format. It
+a Snapshot as tables or JSON, `queuectl.api.metrics.render` as the Prometheus text format. It
 writes nothing. The reads are separate statements, not one transaction: a report taken while
 workers run may show a job's state change in one field and not yet in another.
 """

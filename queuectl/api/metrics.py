@@ -8,7 +8,7 @@ be zero is written as zero, so that a dashboard's queries see it before its firs
 from __future__ import annotations
 
 from queuectl.models import JobState
-from queuectl.snapshot import Snapshot
+from queuectl.api.snapshot import Snapshot
 
 WORKER_STATES = ("running", "draining", "stale", "dead")
 RUN_OUTCOMES = ("completed", "failed", "dead", "cancelled", "recovered", "requeued")
@@ -45,7 +45,7 @@ class Exposition:
 
 
 def render(snapshot: Snapshot) -> str:
-    """Return `snapshot` (queuectl.snapshot.take) as Prometheus text; reads nothing, writes nothing."""
+    """Return `snapshot` (queuectl.api.snapshot.take) as Prometheus text; reads nothing, writes nothing."""
     counts, paused, oldest, runs = snapshot.counts, snapshot.paused, snapshot.oldest_ready, snapshot.runs
     queues = sorted({*counts, *paused, *runs})
     out = Exposition()
@@ -99,3 +99,46 @@ def render(snapshot: Snapshot) -> str:
         for outcome in RUN_OUTCOMES:
             out.sample(runs.get(q, {}).get(outcome, 0), queue=q, outcome=outcome)
     return out.text()
+
+
+def check_target(path: str) -> str:
+    """Return the absolute path of a metrics file to write; raises InvalidInput for an empty path or a
+    missing directory."""
+    import os
+
+    from queuectl.errors import InvalidInput
+
+    if not path.strip():
+        raise InvalidInput("--output is empty: give a file path")
+    target = os.path.abspath(path)
+    if not os.path.isdir(os.path.dirname(target)):
+        raise InvalidInput(f"directory {os.path.dirname(target)} does not exist")
+    return target
+
+
+def write_file(text: str, path: str) -> str:
+    """Write `text` to `path` atomically (a temporary file beside it, mode 0644, renamed over it) for
+    node_exporter's textfile collector, which must never read half a file; return the absolute path.
+
+    Raises InvalidInput for an empty path, a missing directory or a write that fails (the
+    temporary file is removed then).
+    """
+    import os
+
+    from queuectl.errors import InvalidInput
+
+    target = check_target(path)
+    tmp = f"{target}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # readable by node_exporter's user whatever the umask
+        os.replace(tmp, target)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise InvalidInput(f"cannot write {target}: {e.strerror}") from None
+    return target

@@ -8,7 +8,7 @@ from this host or any other on PostgreSQL; text appears within OUTPUT_EVERY + PO
 its writing. When a retry starts another attempt, the follower says so on stderr and follows
 that one from its first byte. Bytes that passed out of the kept tail before they were read are
 named in a line on stderr, not printed. The reads ride out an outage of the database
-(queuectl.outage): the attempt followed and the byte positions printed are kept across it, so
+(queuectl.api.outage): the attempt followed and the byte positions printed are kept across it, so
 nothing is printed twice or left out.
 """
 
@@ -18,7 +18,7 @@ import time
 from typing import BinaryIO, Callable
 
 from queuectl.models import Job
-from queuectl.outage import Patience
+from queuectl.api.outage import Patience
 from queuectl.store import Store
 
 #: Seconds between two reads of the followed job.
@@ -33,7 +33,7 @@ def follow(store: Store, job_id: str, out: BinaryIO, err: BinaryIO, note: Callab
     holds); a pending or blocked job is waited for. `note` gets one line for each retry followed
     and for bytes lost. Reads go through `patience` (default: one with `note` and `sleep`), which
     rides out an outage of the database and raises DatabaseUnavailable when it gives up (the
-    environment's limit: queuectl.outage; InvalidConfig for a bad one). Raises NotFound if there
+    environment's limit: queuectl.api.outage; InvalidConfig for a bad one). Raises NotFound if there
     is no such job.
     """
     if patience is None:
