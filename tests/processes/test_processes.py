@@ -293,6 +293,11 @@ def test_a_silent_worker_of_another_host_is_recovered_after_stale_after_of_watch
     assert wait_exit(w) == 0
 
 
+def logged_by(procs, line: str) -> list:
+    """The worker processes among `procs` whose output so far has `line`."""
+    return [p for p in procs if line in WorkerProcs.output(p)]
+
+
 def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(db, run_cli, store, workers):
     configure(run_cli, ("backoff-max", "0"))  # stale-after 1.5 s
     far = {"host": "elsewhere", "boot_id": "other-boot 1", "pid": 1, "pid_start": 1, "slots": 1, "queues": []}
@@ -312,7 +317,9 @@ def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(
     until(lambda: all(store.worker_by_name(f"local{n}") for n in range(3)), "the workers to register", procs=procs)
     silent_far_worker("far1")
     until(recovered("job-of-far1"), "far1's job to be recovered", procs=procs)
-    recovered_by = [p for p in procs if "recovered job job-of-far1" in WorkerProcs.output(p)]
+    # The recovery's log line follows its commit: wait for the line too, then count who wrote it.
+    until(lambda: logged_by(procs, "recovered job job-of-far1"), "the recovery's log line", procs=procs)
+    recovered_by = logged_by(procs, "recovered job job-of-far1")
     assert len(recovered_by) == 1, _logs(procs)  # one recovery, by the lease holder
     leader = recovered_by[0]
     names = {p: f"local{n}" for n, p in enumerate(procs)}
@@ -321,7 +328,8 @@ def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(
     assert wait_exit(leader) == 0
     silent_far_worker("far2")  # the lease's holder is gone: another worker takes it over
     until(recovered("job-of-far2"), "far2's job to be recovered", procs=procs)
-    [second] = [p for p in procs if "recovered job job-of-far2" in WorkerProcs.output(p)]
+    until(lambda: logged_by(procs, "recovered job job-of-far2"), "the recovery's log line", procs=procs)
+    [second] = logged_by(procs, "recovered job job-of-far2")
     assert second is not leader and lease_holder() == store.worker_by_name(names[second]).id
     for p in procs:
         if p is not leader:
