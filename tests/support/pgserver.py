@@ -26,6 +26,7 @@ psycopg is imported only when a server is used, so that this module imports with
 
 from __future__ import annotations
 
+import importlib
 import atexit
 import glob
 import itertools
@@ -160,7 +161,7 @@ class PgServer:
             if shutil.which("runuser") is None:
                 return "running as root needs runuser to start the server as postgres (apt-get install util-linux)"
         try:
-            import psycopg  # noqa: F401
+            importlib.import_module("psycopg")
         except ImportError as e:
             if "libpq" in str(e):
                 return f"psycopg cannot load libpq (apt-get install libpq5): {e}".replace("\n", " ")

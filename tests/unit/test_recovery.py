@@ -13,7 +13,7 @@ from queuectl.models import JobState
 from queuectl.worker.duties.recovery import SPAWN_SETTLE, Recovery, kill_local
 from queuectl.runner import spawn
 from queuectl.store import Exchange, Running
-from processes.test_processes import live_members
+from support.procstat import live_members
 from conftest import wait_for
 from unit.test_store import NOW, add, register
 
