@@ -83,3 +83,21 @@ def check_breakdown(breakdown: dict, stdout: str, jobs: int) -> list[dict]:
         assert cells[:3] == [engine, str(row["count"]), f"{row['spawn_us']:.0f}"], line
         assert cells[7] == ("n/a" if stmts is None else f"{stmts:.1f}"), line
     return rows
+
+
+def test_the_ab_drain_compares_this_tree_with_a_revision_and_leaves_no_worktree(tmp_path):
+    """bench/ab.py at tiny sizes against HEAD: both trees drain, in alternating rounds, and the
+    temporary worktree of the revision is removed after."""
+    if subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("bench/ab.py checks out a revision: this tree is not a git checkout")
+    out = tmp_path / "ab.json"
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "ab.py"), "HEAD", "--rounds", "2", "--jobs", "20",
+                        "--counts", "1", "--no-postgresql", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    row = json.loads(out.read_text())["sqlite --count 1"]
+    assert [len(row["rates"][tree]) for tree in ("base", "this")] == [2, 2]
+    assert row["rate_ratio"] > 0 and row["cpu_ratio"] > 0
+    assert "sqlite     --count 1:" in r.stdout and "PostgreSQL skipped: --no-postgresql given" in r.stderr
+    worktrees = subprocess.run(["git", "-C", str(REPO), "worktree", "list"], capture_output=True, text=True).stdout
+    assert "queuectl-ab-" not in worktrees
