@@ -15,7 +15,7 @@ from queuectl.clock import STEP_TOLERANCE, Instant
 from queuectl.errors import InvalidInput
 from queuectl.store import Exchange, open_store
 from queuectl.store import sql as sql_module
-from queuectl.store import timing
+from queuectl.store import fragments, timing
 from queuectl.store.limits import RATE_SLACK
 from queuectl.store.postgres_schema import MIGRATIONS, claim_limited
 from storeops import claim, finish
@@ -29,7 +29,7 @@ def db(backend_db):
 
 #: The first 16 hex digits of the sha256 of claim_limited() as PostgreSQL's latest step that replaces it renders
 #: it (see test_claim_limited_in_the_database_is_the_current_rendering).
-CLAIM_LIMITED_FINGERPRINT = "05e2628bc52dcb4b"
+CLAIM_LIMITED_FINGERPRINT = "823120cf58269021"
 
 
 def at(wall: float) -> Instant:
@@ -217,6 +217,10 @@ def test_claim_limited_is_rendered_from_the_time_rules_written_once():
     for rule in (timing.due("j."), timing.REBASE, *timing.EXPIRE, timing.ahead("room", "p_free")):
         assert timing.render(rule, names) in text
     assert timing.render(timing.RECORD, {**names, "queue": "queue"}) in text
+    names["worker"] = "p_worker"
+    for fragment in (fragments.ready("j."), fragments.CLAIM_SET, fragments.allowed("room", "p_free", "n"),
+                     fragments.CLAIM_ORDER, fragments.READY_STATES):
+        assert timing.render(fragment, names) in text
     assert sql_module._DUE == timing.placeholders(timing.due())[0]
     assert f"+ {STEP_TOLERANCE}" in text and "{" not in text.replace("'{}'", "")  # every slot rendered
     assert any(step.endswith(text) for step in MIGRATIONS.values())  # a step installs it as rendered

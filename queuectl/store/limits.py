@@ -30,7 +30,7 @@ from typing import Sequence
 
 from queuectl.clock import Instant, instant
 from queuectl.models import QueueLimit
-from queuectl.store import timing
+from queuectl.store import fragments, timing
 
 #: Seconds added to a rate limit's window (see the module).
 RATE_SLACK = 0.5
@@ -38,14 +38,14 @@ RATE_SLACK = 0.5
 LIMITED = "(concurrency IS NOT NULL OR rate_count IS NOT NULL)"
 #: The count of a queue's processing jobs (parameter: the queue).
 _PROCESSING = "SELECT count(*) FROM jobs WHERE queue = ? AND state = 'processing'"
-#: Pending and failed jobs: the WHERE of the jobs_ready_queue partial index.
-READY = "state IN ('pending', 'failed')"
 #: The largest concurrency and rate count (PostgreSQL's integer), and the longest rate window (seconds: a
 #: year and a day, as the longest --every).
 MAX_COUNT = 2**31 - 1
 MAX_WINDOW = 366 * 86400
-#: How many jobs of a limited queue a claim may take (slots: room, free; see timing.ahead).
-_AHEAD = f"SELECT {timing.ahead('{room}', '{free}')}"
+#: How many jobs of a limited queue a claim may take (slots: room, free, claim; see fragments.allowed).
+_ALLOWED = f"SELECT {fragments.allowed('{room}', '{free}', '{claim}')}"
+#: A claim of the chosen jobs (parameters: worker id, now, then the seqs).
+_CLAIM = timing.placeholders(f"UPDATE jobs SET {fragments.CLAIM_SET} WHERE seq IN")[0]
 #: Unchanged: what set_limit takes as "not given".
 UNCHANGED = object()
 
@@ -111,7 +111,7 @@ class LimitStore:
             f" FROM queues q JOIN queue_starts s ON s.queue = q.name WHERE q.rate_count IS NOT NULL"
             f" AND q.paused_at IS NULL AND {age} < q.rate_window + {{slack}}{names}"
             " GROUP BY q.name, q.rate_count, q.rate_window HAVING count(*) >= q.rate_count) x"
-            f" WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.queue = x.name AND j.{READY} AND {timing.due('j.')})",
+            f" WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.queue = x.name AND j.{fragments.READY_STATES} AND {timing.due('j.')})",
             {**timing.clock_values(now), "slack": RATE_SLACK}, *queues)
         with self._errors():
             free_in = self.c.execute(sql, params).fetchone()[0]
@@ -127,7 +127,7 @@ class LimitStore:
             n = min(allowed.get(name, limit), limit)
             if n > 0:
                 picked += c.execute(f"SELECT seq, priority, run_at, queue FROM jobs {self.READY_QUEUE_INDEX} WHERE queue = ?"
-                                    f" AND {where} ORDER BY priority DESC, run_at, seq LIMIT ?", (name, *params, n))
+                                    f" AND {where} ORDER BY {fragments.CLAIM_ORDER} LIMIT ?", (name, *params, n))
         return picked
 
     def _limits_for_claim(self, c, queues: Sequence[str]) -> list:
@@ -157,8 +157,8 @@ class LimitStore:
                     c.execute(*timing.bind(statement, values))
                 room = min(room, r["rate_count"] - c.execute("SELECT count(*) FROM queue_starts WHERE queue = ?",
                                                              (r["name"],)).fetchone()[0])
-            allowed[r["name"]] = min(c.execute(*timing.bind(_AHEAD, {"room": max(0, room), "free": free})
-                                               ).fetchone()[0], limit)
+            allowed[r["name"]] = c.execute(*timing.bind(_ALLOWED, {"room": room, "free": free, "claim": limit})
+                                           ).fetchone()[0]
         picked = self._pick_per_queue(c, queues, allowed, limit, now)
         picked = sorted(picked, key=lambda r: (-r["priority"], r["run_at"], r["seq"]))[:limit]
         if not picked:
@@ -166,8 +166,7 @@ class LimitStore:
         from queuectl.store.sql import _JOB_COLUMNS
 
         rows = c.execute(
-            "UPDATE jobs SET state = 'processing', worker_id = ?, started_at = NULL, updated_at = ?, finished_at = NULL,"
-            f" exit_code = NULL, pgid = NULL WHERE seq IN ({', '.join('?' * len(picked))}) RETURNING {_JOB_COLUMNS}",
+            f"{_CLAIM} ({', '.join('?' * len(picked))}) RETURNING {_JOB_COLUMNS}",
             (worker_id, now.wall, *(r["seq"] for r in picked))).fetchall()
         rated = {r["name"] for r in limits if r["rate_count"] is not None}
         starts = [{**clock, "queue": r["queue"]} for r in picked if r["queue"] in rated]
@@ -195,7 +194,7 @@ def ready_queues(c, queues: Sequence[str], hint: str = "") -> list[str]:
         return list(queues)
     found, name = [], ""
     while True:
-        name = c.execute(f"SELECT min(queue) FROM jobs {hint} WHERE {READY} AND queue > ?",
+        name = c.execute(f"SELECT min(queue) FROM jobs {hint} WHERE {fragments.READY_STATES} AND queue > ?",
                          (name,)).fetchone()[0]
         if name is None:
             return found

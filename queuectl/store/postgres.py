@@ -44,7 +44,9 @@ from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, T
 from queuectl.models import JobState
 from queuectl.store.base import Exchange, WorkerGone
 from queuectl.store.limits import LIMITED, RATE_SLACK
+from queuectl.store import fragments
 from queuectl.store.sql import _JOB_COLUMNS, _RELEASED, SqlStore, claimed_jobs
+from queuectl.store.timing import placeholders, render
 
 try:
     import psycopg
@@ -401,25 +403,19 @@ class PostgresStore(SqlStore):
             claim_params = (*params, max(ex.claim, 0), worker_id, now.wall)
         sql = (
             f"WITH w AS (SELECT id FROM workers WHERE id = ?{self.FOR_SHARE}),"
-            " run AS (UPDATE jobs j SET attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN u.inc ELSE 0 END,"
-            " started_at = coalesce(u.started_at, j.started_at),"
-            " pgid = coalesce(u.pgid, j.pgid), pgid_start = coalesce(u.pgid_start, j.pgid_start)"
+            f" run AS (UPDATE jobs j SET {_RUNNING_SET}"
             " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, pgid int, pgid_start bigint)"
             " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing' RETURNING j.seq),"
-            " ok AS (UPDATE jobs j SET state = 'completed',"
-            " attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN u.inc ELSE 0 END,"
-            " started_at = coalesce(u.started_at, j.started_at), updated_at = ?, finished_at = least(u.ended_at, ?),"
-            " exit_code = u.exit_code, last_error = NULL, worker_id = NULL, pgid = NULL, pgid_start = NULL"
+            f" ok AS (UPDATE jobs j SET {_COMPLETED_SET}"
             " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, ended_at float8,"
             " exit_code int, stdout text, stderr text, out_total bigint, err_total bigint)"
             " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing'"
             " RETURNING j.id, j.seq, j.attempts, j.dependants, decode(u.stdout, 'base64') AS stdout,"
             " decode(u.stderr, 'base64') AS stderr, u.out_total, u.err_total),"
-            " outs AS (INSERT INTO job_output (seq, stdout, stderr, attempt, stdout_total, stderr_total)"
+            f" outs AS ({fragments.KEEP_OUTPUT}"
             " SELECT seq, stdout, stderr, attempts, coalesce(out_total, length(stdout)),"
             " coalesce(err_total, length(stderr)) FROM ok WHERE length(stdout) > 0 OR length(stderr) > 0"
-            " ON CONFLICT (seq) DO UPDATE SET stdout = excluded.stdout, stderr = excluded.stderr,"
-            " attempt = excluded.attempt, stdout_total = excluded.stdout_total, stderr_total = excluded.stderr_total),"
+            f"{fragments.KEEP_OUTPUT_CONFLICT}),"
             " clear AS (DELETE FROM job_output WHERE seq IN (SELECT seq FROM ok WHERE attempts > 1"
             " AND length(stdout) = 0 AND length(stderr) = 0)),"
             f" rel AS (UPDATE jobs j SET {_RELEASED}, updated_at = ?"
@@ -569,14 +565,23 @@ def _claim_ctes(where: str) -> str:
     claim order, `LIMIT ? FOR UPDATE SKIP LOCKED` (the CTE keeps the planner from claiming more);
     `claimed` moves them to processing for a worker (parameters after `where`'s: limit, worker id,
     now) and returns their columns. A claim counts no attempt (see SqlStore.exchange)."""
-    return (f"picked AS (SELECT seq FROM jobs WHERE {where} ORDER BY priority DESC, run_at, seq"
+    return (f"picked AS (SELECT seq FROM jobs WHERE {where} ORDER BY {fragments.CLAIM_ORDER}"
             " LIMIT ? FOR UPDATE SKIP LOCKED),"
-            " claimed AS (UPDATE jobs j SET state = 'processing', worker_id = ?, started_at = NULL, updated_at = ?,"
-            f" finished_at = NULL, exit_code = NULL, pgid = NULL FROM picked WHERE j.seq = picked.seq"
+            f" claimed AS (UPDATE jobs j SET {_CLAIM_SET} FROM picked WHERE j.seq = picked.seq"
             f" RETURNING {_RETURNED})")
 
 
 _RETURNED = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
+#: The claim's SET list (parameters: worker id, now).
+_CLAIM_SET = placeholders(fragments.CLAIM_SET)[0]
+#: The one-statement exchange's SET lists, the statements of SqlStore's as fragments write them, with the
+#: values of each job from its JSON record (u) and the times as parameters (now; now again, for an end
+#: that a worker's clock put later).
+_RUNNING_SET = render(fragments.running_set("j."), {"inc": "u.inc", "started_at": "u.started_at", "pgid": "u.pgid",
+                                                     "pgid_start": "u.pgid_start"})
+_COMPLETED_SET = render(fragments.completed_set("j."), {
+    "inc": "u.inc", "started_at": "u.started_at", "wall": "?", "ended_at": "least(u.ended_at, ?)",
+    "exit_code": "u.exit_code", "error": "NULL"})
 #: A call of claim_limited (postgres_schema.claim_limited); its parameters: _claim_limited_params.
 _CLAIM_LIMITED = (f"{SCHEMA}.claim_limited(?::bigint, ?::text[], ?::integer, ?::integer, ?::float8, ?::text, ?::float8,"
                   " ?::float8, ?::text[])")

@@ -16,7 +16,7 @@ import re
 
 from queuectl.schema import (_KEY_HELD_V6, CANCEL_DEPENDANTS, CASCADED, KEY_HELD, RELEASE_DEPENDANTS, SCHEDULES_LIMITS,
                              START_CLOCKS)
-from queuectl.store import timing
+from queuectl.store import fragments, timing
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
@@ -49,15 +49,15 @@ END $$;"""
 #: the locks; one statement alone would count with the snapshot it began with. Its rules are those of
 #: LimitStore._claim_within_limits: each queue with ready jobs in turn (one seek of jobs_ready_queue
 #: each), and of a limited one its room (its limits less its processing jobs and its claims in the
-#: window), of which a claim takes timing.ahead(room, p_free); each queue's first jobs, locked FOR UPDATE
+#: window), of which a claim takes fragments.allowed(room, p_free, n); each queue's first jobs, locked FOR UPDATE
 #: SKIP LOCKED; the first p_claim of all in claim order; the claims of rate-limited queues recorded.
 #: Small statements, each planned once per session (one statement doing it all cost more to plan than
 #: to run). The time rules (due, the rate window and its rebase, claiming ahead) are queuectl.store.timing's,
-#: rendered in by claim_limited(); the ready condition's other terms are SqlStore._ready_filter's (_READY,
-#: _NOT_PAUSED). A change to any of them needs a step that replaces this function (tests/test_limits.py
-#: fails until there is one). p_leaving names jobs of p_worker that the calling statement ends or gives
+#: and the claim's (the ready filter, claim order, SET list and claiming ahead within a limit) are
+#: queuectl.store.fragments', rendered in by claim_limited(). A change to any of them needs a step that
+#: replaces this function (tests/test_limits.py fails until there is one). p_leaving names jobs of p_worker that the calling statement ends or gives
 #: back: their places count as free (the caller's own changes are not yet visible to the function). Returns
-#: the claimed rows. Placeholders: REBASE, EXPIRE, AHEAD, DUE, RECORD.
+#: the claimed rows. Placeholders: REBASE, EXPIRE, ALLOWED, READY_STATES, READY_JOB, CLAIM_ORDER, CLAIM_SET, RECORD.
 _CLAIM_LIMITED = """
 CREATE OR REPLACE FUNCTION claim_limited(p_worker bigint, p_queues text[], p_claim integer, p_free integer,
                               p_now double precision, p_domain text, p_mono double precision, p_slack double precision,
@@ -82,7 +82,7 @@ BEGIN
         IF cardinality(p_queues) > 0 THEN  -- the worker's queues, in turn
             q := (SELECT min(x) FROM unnest(p_queues) x WHERE x > q);
         ELSE  -- the next queue with ready jobs: one seek of jobs_ready_queue
-            q := (SELECT queue FROM jobs WHERE state IN ('pending', 'failed') AND queue > q ORDER BY queue LIMIT 1);
+            q := (SELECT queue FROM jobs WHERE READY_STATES AND queue > q ORDER BY queue LIMIT 1);
         END IF;
         EXIT WHEN q IS NULL;
         n := p_claim;
@@ -100,32 +100,31 @@ BEGIN
                 room := least(room, lim.rate_count - (SELECT count(*) FROM queue_starts s WHERE s.queue = q));
                 rated := rated || q;
             END IF;
-            room := greatest(room, 0);
-            n := least(n, AHEAD);
+            n := ALLOWED;
         END IF;
         IF n > 0 THEN
-            picked := picked || ARRAY(SELECT j.seq FROM jobs j WHERE j.queue = q AND j.state IN ('pending', 'failed')
-                AND DUE
-                AND NOT EXISTS (SELECT 1 FROM queues WHERE name = q AND paused_at IS NOT NULL)
-                ORDER BY j.priority DESC, j.run_at, j.seq LIMIT n FOR UPDATE SKIP LOCKED);
+            picked := picked || ARRAY(SELECT j.seq FROM jobs j WHERE j.queue = q AND READY_JOB
+                ORDER BY CLAIM_ORDER LIMIT n FOR UPDATE SKIP LOCKED);
         END IF;
     END LOOP;
-    chosen := ARRAY(SELECT seq FROM jobs WHERE seq = ANY(picked) ORDER BY priority DESC, run_at, seq LIMIT p_claim);
+    chosen := ARRAY(SELECT seq FROM jobs WHERE seq = ANY(picked) ORDER BY CLAIM_ORDER LIMIT p_claim);
     IF cardinality(rated) > 0 THEN
         RECORD FROM jobs WHERE seq = ANY(chosen) AND queue = ANY(rated);
     END IF;
-    RETURN QUERY UPDATE jobs j SET state = 'processing', worker_id = p_worker, started_at = NULL, updated_at = p_now,
-        finished_at = NULL, exit_code = NULL, pgid = NULL WHERE j.seq = ANY(chosen) RETURNING j.*;
+    RETURN QUERY UPDATE jobs j SET CLAIM_SET WHERE j.seq = ANY(chosen) RETURNING j.*;
 END $$;
 """
 
 
 def claim_limited() -> str:
-    """The CREATE OR REPLACE FUNCTION of claim_limited with the rules of queuectl.store.timing rendered in (its
-    arguments for the clock: p_domain, p_mono, p_now; the queue: q; its window: lim.rate_window; slack: p_slack)."""
-    names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack"}
-    rules = {"REBASE": timing.REBASE, "EXPIRE": ";\n                ".join(timing.EXPIRE), "AHEAD": timing.ahead("room", "p_free"),
-             "DUE": timing.due("j."), "RECORD": timing.RECORD.replace("{queue}", "queue")}
+    """Return the CREATE OR REPLACE FUNCTION of claim_limited with the rules of queuectl.store.timing and
+    queuectl.store.fragments rendered in (its arguments for the clock: p_domain, p_mono, p_now; the worker:
+    p_worker; the queue: q; its window: lim.rate_window; slack: p_slack)."""
+    names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack", "worker": "p_worker"}
+    rules = {"REBASE": timing.REBASE, "EXPIRE": ";\n                ".join(timing.EXPIRE),
+             "ALLOWED": fragments.allowed("room", "p_free", "n"), "READY_STATES": fragments.READY_STATES,
+             "READY_JOB": fragments.ready("j."), "CLAIM_ORDER": fragments.CLAIM_ORDER, "CLAIM_SET": fragments.CLAIM_SET,
+             "RECORD": timing.RECORD.replace("{queue}", "queue")}
     text = _CLAIM_LIMITED
     for token, sql in rules.items():
         text = re.sub(rf"\b{token}\b", lambda _m, sql=sql: timing.render(sql, names), text)
@@ -280,9 +279,13 @@ CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
     # in the same transaction as this step for a database older than version 6, so only step 7 holds it now.)
     6: SCHEDULES_LIMITS.replace("SCHEDULE_PK", "text PRIMARY KEY").replace("REAL_T", "double precision")
                        .replace("INT_T", "bigint"),
-    # As SQLite's step 9: rate windows on the monotonic clock (START_CLOCKS), and claim_limited with the time
-    # rules of queuectl.store.timing rendered in.
-    7: START_CLOCKS.replace("REAL_T", "double precision") + claim_limited(),
+    # As SQLite's step 9: rate windows on the monotonic clock (START_CLOCKS). (As released, this step also replaced
+    # claim_limited with the time rules of queuectl.store.timing rendered in; step 8 replaces it, in the same
+    # transaction as this step for a database older than version 7, so only step 8 holds it now.)
+    7: START_CLOCKS.replace("REAL_T", "double precision"),
+    # claim_limited with every shared fragment rendered in (queuectl.store.fragments: the ready filter, the claim
+    # order and SET list, claiming ahead within a limit), not only the time rules.
+    8: claim_limited(),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

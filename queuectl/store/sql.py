@@ -32,20 +32,17 @@ from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueu
                                  due_on_monotonic, schedule)
 from queuectl.store.limits import LimitStore
 from queuectl.store.schedules import ScheduleStore
+from queuectl.store import fragments
 from queuectl.store.timing import clock_values, due, placeholders
 
 _JOB_COLUMNS = (
     "seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, "
     "created_at, updated_at, started_at, finished_at, worker_id, pgid, exit_code, last_error, key"
 )
-# Must match the jobs_ready partial index's WHERE (on SQLite, claims name that index).
-_READY = "state IN ('pending', 'failed')"
-# Must match the jobs_finished partial index's WHERE.
-_FINISHED = "state IN ('completed', 'dead', 'cancelled')"
-# Claims take nothing from a paused queue (`queuectl pause`).
-_NOT_PAUSED = "queue NOT IN (SELECT name FROM queues WHERE paused_at IS NOT NULL)"
 # Due (queuectl.store.timing.due) with `?` placeholders; its parameters: _due_params.
 _DUE, _DUE_SLOTS = placeholders(due())
+# Ready (fragments.ready) with `?` placeholders: its parameters are _DUE's.
+_READY_JOB = placeholders(fragments.ready())[0]
 
 
 class SqlStore(ScheduleStore, LimitStore):
@@ -281,9 +278,7 @@ class SqlStore(ScheduleStore, LimitStore):
             config = config or self._settings(c)
             if ex.running:
                 c.executemany(
-                    f"UPDATE jobs SET attempts = attempts + {_COUNTS}, started_at = coalesce(?, started_at),"
-                    " pgid = coalesce(?, pgid), pgid_start = coalesce(?, pgid_start)"
-                    " WHERE id = ? AND worker_id = ? AND state = 'processing'",
+                    _RUNNING,
                     [(int(r.started_at is not None), r.started_at, r.pgid, r.pgid_start, r.job_id, worker_id)
                      for r in ex.running])
             if ex.output:
@@ -314,14 +309,14 @@ class SqlStore(ScheduleStore, LimitStore):
 
     @staticmethod
     def _ready_filter(queues: Sequence[str], now: Instant) -> tuple[str, list]:
-        return _queue_filter(f"{_READY} AND {_DUE} AND {_NOT_PAUSED}", _due_params(now), queues)
+        return _queue_filter(_READY_JOB, _due_params(now), queues)
 
     def has_work(self, queues: Sequence[str], now: Instant | float) -> bool:
         """Return True if a job in `queues` is ready now or is waiting for a retry (state failed).
 
         Jobs of paused queues do not count.
         """
-        return self._exists_ready(*_queue_filter(f"{_READY} AND ({_DUE} OR state = 'failed') AND {_NOT_PAUSED}",
+        return self._exists_ready(*_queue_filter(f"{fragments.READY_STATES} AND ({_DUE} OR state = 'failed') AND {fragments.not_paused()}",
                                                  _due_params(instant(now)), queues))
 
     def _finish(self, c, worker_id: int, outcomes: Sequence[Outcome], now: Instant, config) -> list[JobState | None]:
@@ -329,8 +324,7 @@ class SqlStore(ScheduleStore, LimitStore):
         states: dict[int, JobState | None] = {}
         done = [(i, o) for i, o in enumerate(outcomes) if o.ok]
         rows = self._update_returning(
-            c, f"UPDATE jobs SET state = 'completed', attempts = attempts + {_COUNTS}, started_at = coalesce(?, started_at),"
-               f" {_ENDED} {_OWNED} RETURNING seq, attempts, dependants",
+            c, _COMPLETED,
             [(int(o.started_at is not None), o.started_at, *self._ended(o, now), o.job_id, worker_id) for _, o in done])
         for (i, o), row in zip(done, rows):
             states[i] = None if row is None else JobState.COMPLETED
@@ -350,7 +344,7 @@ class SqlStore(ScheduleStore, LimitStore):
 
     @staticmethod
     def _ended(o: Outcome, now: Instant) -> tuple:
-        """The values of _ENDED for outcome `o`."""
+        """The values of fragments.ENDED_SET for outcome `o` (wall, ended_at, exit_code, error)."""
         ended_at = now.wall if o.ended_at is None else min(o.ended_at, now.wall)
         return now.wall, ended_at, o.exit_code, o.error
 
@@ -361,8 +355,7 @@ class SqlStore(ScheduleStore, LimitStore):
             return None
         attempts = row["attempts"] + int(o.started_at is not None and row["started_at"] is None)
         state, schedule = after_failure(attempts, row["max_retries"], now, config, row["cancel_requested_at"])
-        c.execute(f"UPDATE jobs SET state = ?, attempts = ?, started_at = coalesce(?, started_at), {_RESCHEDULE},"
-                  f" {_ENDED} WHERE seq = ?",
+        c.execute(_FAILED,
                   (state.value, attempts, o.started_at, *schedule, *self._ended(o, now), row["seq"]))
         self._keep_output(c, {"seq": row["seq"], "attempts": attempts}, o)
         return state
@@ -372,10 +365,7 @@ class SqlStore(ScheduleStore, LimitStore):
         """Store the run's output; or delete an earlier attempt's, which must not pass for this one's."""
         if o.stdout or o.stderr:
             written = o.written or (len(o.stdout), len(o.stderr))
-            c.execute("INSERT INTO job_output (seq, stdout, stderr, attempt, stdout_total, stderr_total)"
-                      " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (seq) DO UPDATE SET stdout = excluded.stdout,"
-                      " stderr = excluded.stderr, attempt = excluded.attempt, stdout_total = excluded.stdout_total,"
-                      " stderr_total = excluded.stderr_total",
+            c.execute(f"{fragments.KEEP_OUTPUT} VALUES (?, ?, ?, ?, ?, ?){fragments.KEEP_OUTPUT_CONFLICT}",
                       (row["seq"], o.stdout, o.stderr, row["attempts"], *written))
         elif row["attempts"] > 1:
             c.execute("DELETE FROM job_output WHERE seq = ?", (row["seq"],))
@@ -394,8 +384,7 @@ class SqlStore(ScheduleStore, LimitStore):
 
         out, err = stream("stdout"), stream("stderr")  # every ? in each is that stream's `from`
         c.executemany(
-            "INSERT INTO job_output (seq, stdout, stderr, attempt, stdout_total, stderr_total)"
-            f" SELECT seq, ?, ?, attempts, ?, ? FROM jobs {_OWNED} ON CONFLICT (seq) DO UPDATE SET"
+            f"{fragments.KEEP_OUTPUT} SELECT seq, ?, ?, attempts, ?, ? FROM jobs {_OWNED} ON CONFLICT (seq) DO UPDATE SET"
             f" {out}, {err}, attempt = excluded.attempt,"
             " stdout_total = excluded.stdout_total, stderr_total = excluded.stderr_total",
             [(o.stdout, o.stderr, *o.written, o.job_id, worker_id, *[o.stdout_from] * out.count("?"),
@@ -701,7 +690,7 @@ class SqlStore(ScheduleStore, LimitStore):
         now = instant(now)
         with self._errors():
             rows = self.c.execute(
-                f"SELECT queue, min(run_at) FROM jobs {self.READY_INDEX} WHERE {_READY} AND {_DUE}"
+                f"SELECT queue, min(run_at) FROM jobs {self.READY_INDEX} WHERE {fragments.READY_STATES} AND {_DUE}"
                 " GROUP BY queue ORDER BY queue", _due_params(now)).fetchall()
         return {q: max(0.0, now.wall - run_at) for q, run_at in rows}
 
@@ -989,7 +978,7 @@ def _finished_filter(state: str, before: float, queue: str | None) -> tuple[str,
     It repeats the jobs_finished partial index's WHERE, so that SQLite can use the index
     (its planner needs the index's terms in the query, https://www.sqlite.org/partialindex.html).
     """
-    return _queue_filter(f"{_FINISHED} AND state = ? AND finished_at < ?", [state, before], [queue] if queue else [])
+    return _queue_filter(f"{fragments.FINISHED_STATES} AND state = ? AND finished_at < ?", [state, before], [queue] if queue else [])
 
 
 def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str, list]:
@@ -999,10 +988,6 @@ def _queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str,
     return where, params
 
 
-#: The attempt a record of a start counts (parameter: 1 if it records one, else 0): none if the job's
-#: start is recorded already, so that an exchange sent again (its reply lost, its commit unknown)
-#: counts nothing twice.
-_COUNTS = "CASE WHEN started_at IS NULL THEN ? ELSE 0 END"
 #: A new job (parameters: SqlStore.enqueue's rows, then state, blockers, finished_at, last_error).
 _INSERT = ("INSERT INTO jobs (id, queue, command, priority, max_retries, timeout, cwd, run_at,"
            " delay, due_boot, due_mono, created_at, updated_at, key, state, blockers, finished_at, last_error)"
@@ -1011,9 +996,6 @@ _INSERT = ("INSERT INTO jobs (id, queue, command, priority, max_retries, timeout
 _READY_NOW = ("pending", 0, None, None)
 #: A job of the calling worker (parameters: job id, worker id).
 _OWNED = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
-#: A job's end (parameters: Outcome values from SqlStore._ended).
-_ENDED = ("updated_at = ?, finished_at = ?, exit_code = ?, last_error = ?,"
-          " worker_id = NULL, pgid = NULL, pgid_start = NULL")
 #: A claimed job given back unstarted (parameter: finished_at for a cancelled one).
 _RELEASED = ("state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
              " finished_at = CASE WHEN cancel_requested_at IS NULL THEN finished_at ELSE ? END,"
@@ -1025,6 +1007,14 @@ _RELEASED = ("state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 
 _OUTPUT_BEFORE = "UPDATE job_output SET attempt = 0 WHERE seq ="
 #: Sets a job's due time from _schedule's four values (a dead job's run_at is kept).
 _RESCHEDULE = "run_at = coalesce(?, run_at), delay = ?, due_boot = ?, due_mono = ?"
+#: A running job's start and process group recorded (parameters: fragments.running_set's, job id, worker id).
+_RUNNING = placeholders(f"UPDATE jobs SET {fragments.running_set()} {_OWNED}")[0]
+#: A job of the calling worker completed (parameters: fragments.completed_set's, job id, worker id).
+_COMPLETED = placeholders(f"UPDATE jobs SET {fragments.completed_set()} {_OWNED} RETURNING seq, attempts, dependants")[0]
+#: A job failed: retried, dead or cancelled (parameters: state, attempts, started_at, _RESCHEDULE's,
+#: fragments.ENDED_SET's, seq).
+_FAILED = placeholders(f"UPDATE jobs SET state = ?, attempts = ?, started_at = coalesce(?, started_at), {_RESCHEDULE},"
+                       f" {fragments.ENDED_SET} WHERE seq = ?")[0]
 
 
 def _row(j: NewJob, now: Instant) -> tuple:

@@ -19,7 +19,9 @@ from queuectl.clock import Instant, instant
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied, QueuectlError
 from queuectl.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 from queuectl.store.base import PURGE_BATCH
+from queuectl.store.fragments import CLAIM_ORDER, CLAIM_SET
 from queuectl.store.sql import _JOB_COLUMNS, SqlStore
+from queuectl.store.timing import placeholders
 
 #: Seconds a connection waits for another writer's lock before reporting "database is locked".
 BUSY_TIMEOUT = 30.0
@@ -32,6 +34,8 @@ RECLAIM_EVERY = 10.0
 RECLAIM_FREE = 0.25
 #: Pages a purge gives back at once, at most: giving back moves pages and holds the write lock meanwhile.
 RECLAIM_PAGES = 16 * PURGE_BATCH
+#: The claim's SET list with `?` placeholders (parameters: worker id, now).
+_CLAIM_SET = placeholders(CLAIM_SET)[0]
 
 class SqliteStore(SqlStore):
     """A queuectl database in one SQLite file.
@@ -199,10 +203,8 @@ class SqliteStore(SqlStore):
     def _claim_rows(self, c, worker_id: int, where: str, params: list, limit: int, now: Instant) -> list:
         # One UPDATE ... RETURNING: inside BEGIN IMMEDIATE no other writer can claim meanwhile.
         return c.execute(
-            f"UPDATE jobs SET state = 'processing', worker_id = ?,"
-            f" started_at = NULL, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
-            f" WHERE seq IN (SELECT seq FROM jobs {self.READY_INDEX} WHERE {where}"
-            f" ORDER BY priority DESC, run_at, seq LIMIT ?) RETURNING {_JOB_COLUMNS}",
+            f"UPDATE jobs SET {_CLAIM_SET} WHERE seq IN (SELECT seq FROM jobs {self.READY_INDEX} WHERE {where}"
+            f" ORDER BY {CLAIM_ORDER} LIMIT ?) RETURNING {_JOB_COLUMNS}",
             (worker_id, now.wall, *params, limit),
         ).fetchall()
 
