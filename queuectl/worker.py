@@ -238,7 +238,8 @@ class Worker:
         self.recovery = Recovery(self.store, self.queues)
         self.retention = Retention()
         self.scheduler = Scheduler()
-        self._limited_jobs: set[str] = set()  # running jobs of limited queues (Store.limited)
+        self._limited_jobs: set[str] = set()  # running jobs of limited queues (self.limited)
+        self.limited: frozenset[str] = frozenset()  # the limited queues the last claim saw (Exchanged.limited)
         self.prefetch = PREFETCH_PER_SLOT * self.slots
         self.reserve: deque[Job] = deque()  # claimed, not started
         self.ledger = Ledger()
@@ -499,7 +500,7 @@ class Worker:
                                free=max(0, self.slots - len(self.runner.running) - len(self.reserve)))
         at = self.now()
         try:
-            states, jobs = self.store.exchange(self.worker_id, ex, self.queues, at, self.config)
+            states, jobs, limited = self.store.exchange(self.worker_id, ex, self.queues, at, self.config)
         except DatabaseError:
             self._in_doubt = True  # it may have committed, its reply lost: claims this worker never saw
             raise
@@ -519,9 +520,10 @@ class Worker:
         for outcome, state in zip(ex.ended, states):
             self._report(outcome, state)
         self.reserve.extend(jobs)
+        self.limited = self.limited if limited is None else limited
         if claim and len(jobs) < claim:  # the queue has no more for now: claim again at the next poll ...
             wait = self.config["poll-interval"]
-            if self.store.limited:  # ... or when a rate limit that holds a queue back frees a place, if sooner
+            if self.limited:  # ... or when a rate limit that holds a queue back frees a place, if sooner
                 try:
                     room_at = self.store.rate_room_at(self.queues, at)
                 except DatabaseError:  # the exchange is done: this read failing only costs the poll's wait
@@ -599,7 +601,7 @@ class Worker:
         env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
                              "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id)})
         proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
-        if job.queue in self.store.limited:
+        if job.queue in self.limited:
             self._limited_jobs.add(job.id)
         self.ledger.started(job.id, proc, wall)
         # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO

@@ -10,7 +10,7 @@ from typing import Any
 
 from queuectl.dburi import is_uri, near_miss
 from queuectl.errors import InvalidInput
-from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, FollowedOutput,
+from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, Exchanged, FollowedOutput,
                                  JobProcess, LiveOutput, Outcome, Running, UnknownDependency, WorkerGone)
 from queuectl.store.interface import Store
 from queuectl.store.sql import SqlStore
@@ -39,6 +39,6 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     return SqliteStore(target, durable=durable, defaults=defaults)
 
 
-__all__ = ["open_store", "is_uri", "Store", "SqlStore", "SqliteStore", "Exchange", "LiveOutput", "FollowedOutput",
+__all__ = ["open_store", "is_uri", "Store", "SqlStore", "SqliteStore", "Exchange", "Exchanged", "LiveOutput", "FollowedOutput",
            "Running", "Outcome", "JobProcess", "CancelResult", "DuplicateJob", "UnknownDependency", "Enqueued",
            "WorkerGone", "PURGE_BATCH", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "default_db_path"]

@@ -57,9 +57,6 @@ class LimitStore:
 
     #: The index hint of per-queue reads of ready jobs ("" where the planner needs none).
     READY_QUEUE_INDEX = ""
-    #: The limited queues the last claim of this store saw (a worker claims again at once when a job of
-    #: one of them ends, rather than after its poll: the place that job held is free).
-    limited: frozenset[str] = frozenset()
 
     def set_limit(self, queue: str, now: Instant | float, concurrency=UNCHANGED, rate=UNCHANGED) -> QueueLimit:
         """Set or clear the limits of `queue`; return them as they are now.
@@ -133,10 +130,8 @@ class LimitStore:
     def _limits_for_claim(self, c, queues: Sequence[str]) -> list:
         """The limited queues a claim from `queues` (empty: every queue) may take from, locked (FOR UPDATE)."""
         where = LIMITED + (f" AND name IN ({', '.join('?' * len(queues))})" if queues else "")
-        rows = c.execute(f"SELECT name, concurrency, rate_count, rate_window FROM queues WHERE {where}"
+        return c.execute(f"SELECT name, concurrency, rate_count, rate_window FROM queues WHERE {where}"
                          f" ORDER BY name{self.FOR_UPDATE}", list(queues)).fetchall()
-        self.limited = frozenset(r["name"] for r in rows)
-        return rows
 
     def _claim_within_limits(self, c, worker_id: int, queues: Sequence[str], limit: int, free: int, limits: list,
                              now: Instant) -> list:

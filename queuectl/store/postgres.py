@@ -42,7 +42,7 @@ from queuectl.dburi import redact, uri_error
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
 from queuectl.models import JobState
-from queuectl.store.base import Exchange, WorkerGone
+from queuectl.store.base import Exchange, Exchanged, WorkerGone
 from queuectl.store.limits import LIMITED, RATE_SLACK
 from queuectl.store import fragments
 from queuectl.store.sql import _JOB_COLUMNS, _RELEASED, SqlStore, claimed_jobs
@@ -228,6 +228,8 @@ class PostgresStore(SqlStore):
         self._offset: float | None = None  # server wall clock minus this host's CLOCK_BOOTTIME
         self._wakeups: _Wakeups | None = None
         self._session_checked = False
+        #: The limited queues the last claim saw: whether the one-statement exchange claims by claim_limited.
+        self._limits_seen: frozenset[str] = frozenset()
         self._connection()
         with self._errors():
             self._migrate()
@@ -385,16 +387,19 @@ class PostgresStore(SqlStore):
         statement: one round trip, its own transaction (data-modifying CTEs, each guarded by the
         worker's share-locked row, so that a worker no longer registered changes nothing)."""
         if ex.requeue or ex.output or any(not o.ok for o in ex.ended) or not (ex.writes() or ex.claim > 0):
-            return super().exchange(worker_id, ex, queues, now, config)
+            done = super().exchange(worker_id, ex, queues, now, config)
+            if done.limited is not None:
+                self._limits_seen = done.limited
+            return done
         now = instant(now)
         if not ex.writes() and not self._any_ready(queues, now):
-            return [], []  # an idle poll: a read, no row lock
+            return Exchanged([], [])  # an idle poll: a read, no row lock
         ended_ids = {o.job_id for o in ex.ended}
         # A row may change once per statement: a start recorded now wins over a release, an end over both.
         running = [r for r in ex.running if r.job_id not in ended_ids]
         release = [j for j in ex.release if j not in ended_ids and j not in {r.job_id for r in running}]
         where, params = self._ready_filter(queues, now)
-        limited = bool(self.limited) and ex.claim > 0  # a limit was in force at the last claim
+        limited = bool(self._limits_seen) and ex.claim > 0  # a limit was in force at the last claim
         if limited:  # the claim keeps the limits
             claim_ctes = f"claimed AS (SELECT {_RETURNED} FROM {_CLAIM_LIMITED} j WHERE EXISTS (SELECT 1 FROM w))"
             claim_params = _claim_limited_params(worker_id, queues, ex.claim, ex.free, now, [*ended_ids, *release])
@@ -450,12 +455,14 @@ class PostgresStore(SqlStore):
         if rows[0]["released"]:
             self._wake_others()
         completed = set(rows[0]["completed"] or ())
+        states = [JobState.COMPLETED if o.job_id in completed else None for o in ended]
+        if ex.claim <= 0:
+            return Exchanged(states, [])
         jobs = claimed_jobs(r for r in rows if r["seq"] is not None)
-        if rows[0]["limited"] and ex.claim > 0 and not limited:  # a limit came in force: claim so, this once apart
-            jobs = super().exchange(worker_id, Exchange(claim=ex.claim, free=ex.free), queues, now, config)[1]
-        if ex.claim > 0:
-            self.limited = frozenset(rows[0]["limited_names"] or ())
-        return [JobState.COMPLETED if o.job_id in completed else None for o in ended], jobs
+        if rows[0]["limited"] and not limited:  # a limit came in force: claim so, this once apart
+            jobs = super().exchange(worker_id, Exchange(claim=ex.claim, free=ex.free), queues, now, config).jobs
+        self._limits_seen = frozenset(rows[0]["limited_names"] or ())
+        return Exchanged(states, jobs, self._limits_seen)
 
     def _claim_within_limits(self, c, worker_id, queues, limit, free, limits, now):
         """LimitStore._claim_within_limits by claim_limited (postgres_schema.claim_limited), the function the

@@ -27,7 +27,7 @@ from queuectl.errors import Conflict, DatabaseError, InvalidConfig, InvalidInput
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, WorkerInfo
 from queuectl.schema import KEY_HELD, dependency_failed
-from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, FollowedOutput,
+from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, Exchanged, FollowedOutput,
                                  JobProcess, LiveOutput, Outcome, UnknownDependency, WorkerGone, after_failure,
                                  due_on_monotonic, schedule)
 from queuectl.store.limits import LimitStore
@@ -250,7 +250,7 @@ class SqlStore(ScheduleStore, LimitStore):
     # -- worker side ------------------------------------------------------------------------
 
     def exchange(self, worker_id: int, ex: Exchange, queues: Sequence[str], now: Instant | float,
-                 config: dict[str, Any] | None = None) -> tuple[list[JobState | None], list[Job]]:
+                 config: dict[str, Any] | None = None) -> Exchanged:
         """Record what `ex` says and claim up to `ex.claim` ready jobs, in one transaction (a worker's
         exchange with the store; see Exchange for what is recorded, in which order).
 
@@ -264,12 +264,13 @@ class SqlStore(ScheduleStore, LimitStore):
         now + backoff) while attempts <= max_retries, else moves it to dead (the DLQ); a job
         whose cancel was requested is cancelled. A job this worker no longer owns is left alone.
         `config` (the settings in force, as the worker last read them) spares a read of the
-        config table. Returns (the ended jobs' new states, None for a job not owned; the claimed
-        jobs). Raises WorkerGone, changing nothing, if the worker is no longer registered.
+        config table. Returns Exchanged (the ended jobs' new states, None for a job not owned; the
+        claimed jobs; the limited queues the claim saw). Raises WorkerGone, changing nothing, if the
+        worker is no longer registered.
         """
         now = instant(now)
         if not ex.writes() and (ex.claim <= 0 or not self._any_ready(queues, now)):
-            return [], []  # an idle poll: a read, no write lock
+            return Exchanged([], [])  # an idle poll: a read, no write lock
         with self._write() as c:
             # The share lock makes a recovery of this worker wait for the commit, and then see the claims.
             if not c.execute(f"SELECT 1 FROM workers WHERE id = ?{self.FOR_SHARE}", (worker_id,)).fetchone():
@@ -286,18 +287,20 @@ class SqlStore(ScheduleStore, LimitStore):
             states = self._finish(c, worker_id, ex.ended, now, config)
             self._requeue(c, worker_id, ex.requeue, now)
             self._release(c, worker_id, ex.release, now)
-            jobs = self._claim(c, worker_id, queues, ex.claim, now, ex.free) if ex.claim > 0 else []
-        return states, jobs
+            if ex.claim <= 0:
+                return Exchanged(states, [])
+            return Exchanged(states, *self._claim(c, worker_id, queues, ex.claim, now, ex.free))
 
     def _claim(self, c, worker_id: int, queues: Sequence[str], limit: int, now: Instant,
-               free: int | None = None) -> list[Job]:
-        """Claim up to `limit` jobs; of limited queues (queuectl.store.limits) no more than `free` (None: `limit`)."""
+               free: int | None = None) -> tuple[list[Job], frozenset[str]]:
+        """Claim up to `limit` jobs; of limited queues (queuectl.store.limits) no more than `free` (None: `limit`).
+        Return (the claimed jobs, the limited queues among `queues`)."""
         limits = self._limits_for_claim(c, queues)
         if limits:
             rows = self._claim_within_limits(c, worker_id, queues, limit, limit if free is None else free, limits, now)
-            return claimed_jobs(rows)
+            return claimed_jobs(rows), frozenset(r["name"] for r in limits)
         where, params = self._ready_filter(queues, now)
-        return claimed_jobs(self._claim_rows(c, worker_id, where, params, limit, now))
+        return claimed_jobs(self._claim_rows(c, worker_id, where, params, limit, now)), frozenset()
 
     def _any_ready(self, queues: Sequence[str], now: Instant) -> bool:
         return self._exists_ready(*self._ready_filter(queues, now))
