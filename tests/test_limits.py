@@ -14,7 +14,7 @@ from conftest import assert_error, snapshot
 from queuectl.clock import STEP_TOLERANCE, Instant
 from queuectl.errors import InvalidInput
 from queuectl.store import Exchange, open_store
-from queuectl.store import sql as sql_module
+from queuectl.store import core as sql_module
 from queuectl.store import fragments, timing
 from queuectl.store.limits import RATE_SLACK
 from queuectl.store.postgres_schema import MIGRATIONS, claim_limited
@@ -221,7 +221,7 @@ def test_claim_limited_is_rendered_from_the_time_rules_written_once():
     for fragment in (fragments.ready("j."), fragments.CLAIM_SET, fragments.allowed("room", "p_free", "n"),
                      fragments.CLAIM_ORDER, fragments.READY_STATES):
         assert timing.render(fragment, names) in text
-    assert sql_module._DUE == timing.placeholders(timing.due())[0]
+    assert sql_module.DUE == timing.placeholders(timing.due())[0]
     assert f"+ {STEP_TOLERANCE}" in text and "{" not in text.replace("'{}'", "")  # every slot rendered
     assert any(step.endswith(text) for step in MIGRATIONS.values())  # a step installs it as rendered
 

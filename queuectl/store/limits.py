@@ -31,6 +31,7 @@ from typing import Sequence
 from queuectl.clock import Instant, instant
 from queuectl.models import QueueLimit
 from queuectl.store import fragments, timing
+from queuectl.store.core import JOB_COLUMNS, SqlCore
 
 #: Seconds added to a rate limit's window (see the module).
 RATE_SLACK = 0.5
@@ -50,10 +51,10 @@ _CLAIM = timing.placeholders(f"UPDATE jobs SET {fragments.CLAIM_SET} WHERE seq I
 UNCHANGED = object()
 
 
-class LimitStore:
-    """SqlStore's limit operations (see the module); uses SqlStore's _write, _errors, _notify, c,
-    FOR_UPDATE, READY_QUEUE_INDEX and _ready_filter. PostgreSQL overrides _claim_within_limits with a function
-    of the same rules (postgres_schema.claim_limited), which its one-statement exchange calls too."""
+class LimitStore(SqlCore):
+    """SqlStore's limit operations (see the module), and the claim that keeps the limits on any engine
+    (_claim_within_limits). PostgreSQL overrides that with a function of the same rules
+    (postgres_schema.claim_limited), which its one-statement exchange calls too."""
 
     #: The index hint of per-queue reads of ready jobs ("" where the planner needs none).
     READY_QUEUE_INDEX = ""
@@ -127,16 +128,10 @@ class LimitStore:
                                     f" AND {where} ORDER BY {fragments.CLAIM_ORDER} LIMIT ?", (name, *params, n))
         return picked
 
-    def _limits_for_claim(self, c, queues: Sequence[str]) -> list:
-        """The limited queues a claim from `queues` (empty: every queue) may take from, locked (FOR UPDATE)."""
-        where = LIMITED + (f" AND name IN ({', '.join('?' * len(queues))})" if queues else "")
-        return c.execute(f"SELECT name, concurrency, rate_count, rate_window FROM queues WHERE {where}"
-                         f" ORDER BY name{self.FOR_UPDATE}", list(queues)).fetchall()
-
     def _claim_within_limits(self, c, worker_id: int, queues: Sequence[str], limit: int, free: int, limits: list,
                              now: Instant) -> list:
         """Claim up to `limit` ready jobs (`free` of them for free slots), of the limited queues (`limits`, from
-        _limits_for_claim) no more than timing.ahead lets each (evaluated by the database, as PostgreSQL's
+        limits_for_claim) no more than timing.ahead lets each (evaluated by the database, as PostgreSQL's
         claim_limited does); return the claimed rows (claim order is the
         caller's to restore)."""
         allowed: dict[str, int] = {}
@@ -158,10 +153,8 @@ class LimitStore:
         picked = sorted(picked, key=lambda r: (-r["priority"], r["run_at"], r["seq"]))[:limit]
         if not picked:
             return []
-        from queuectl.store.sql import _JOB_COLUMNS
-
         rows = c.execute(
-            f"{_CLAIM} ({', '.join('?' * len(picked))}) RETURNING {_JOB_COLUMNS}",
+            f"{_CLAIM} ({', '.join('?' * len(picked))}) RETURNING {JOB_COLUMNS}",
             (worker_id, now.wall, *(r["seq"] for r in picked))).fetchall()
         rated = {r["name"] for r in limits if r["rate_count"] is not None}
         starts = [{**clock, "queue": r["queue"]} for r in picked if r["queue"] in rated]
@@ -169,6 +162,14 @@ class LimitStore:
             sql, order = timing.placeholders(timing.RECORD)
             c.executemany(sql, [[start[slot] for slot in order] for start in starts])
         return rows
+
+
+def limits_for_claim(c, queues: Sequence[str], for_update: str) -> list:
+    """Return the limited queues' rows (name, concurrency, rate_count, rate_window) that a claim from `queues` (empty:
+    every queue) may take from, locked by `for_update` (the engine's FOR UPDATE clause), by name."""
+    where = LIMITED + (f" AND name IN ({', '.join('?' * len(queues))})" if queues else "")
+    return c.execute(f"SELECT name, concurrency, rate_count, rate_window FROM queues WHERE {where}"
+                     f" ORDER BY name{for_update}", list(queues)).fetchall()
 
 
 def check_limits(concurrency=UNCHANGED, rate=UNCHANGED) -> None:

@@ -1,6 +1,6 @@
 """The PostgreSQL store: workers on many hosts share one queue through one server.
 
-What differs from SQLite (the queries themselves are shared: queuectl.store.sql):
+What differs from SQLite (the queries themselves are shared: queuectl.store.sql and its concerns):
 - Claims: one statement, a CTE that picks `ORDER BY priority DESC, run_at, seq LIMIT n
   FOR UPDATE SKIP LOCKED` and an UPDATE ... RETURNING of what it picked. The CTE is what
   keeps the planner from claiming more than n; SKIP LOCKED lets claims run side by side.
@@ -45,7 +45,8 @@ from queuectl.models import JobState
 from queuectl.store.base import Exchange, Exchanged, WorkerGone
 from queuectl.store.limits import LIMITED, RATE_SLACK
 from queuectl.store import fragments
-from queuectl.store.sql import _JOB_COLUMNS, _RELEASED, SqlStore, claimed_jobs
+from queuectl.store.core import JOB_COLUMNS, RELEASED, claimed_jobs
+from queuectl.store.sql import SqlStore
 from queuectl.store.timing import placeholders, render
 
 try:
@@ -423,7 +424,7 @@ class PostgresStore(SqlStore):
             f"{fragments.KEEP_OUTPUT_CONFLICT}),"
             " clear AS (DELETE FROM job_output WHERE seq IN (SELECT seq FROM ok WHERE attempts > 1"
             " AND length(stdout) = 0 AND length(stderr) = 0)),"
-            f" rel AS (UPDATE jobs j SET {_RELEASED}, updated_at = ?"
+            f" rel AS (UPDATE jobs j SET {RELEASED}, updated_at = ?"
             " FROM w WHERE j.id = ANY(?::text[]) AND j.worker_id = w.id AND j.state = 'processing'"
             " AND j.started_at IS NULL),"
             f" lk AS (SELECT name FROM queues WHERE {LIMITED} AND (cardinality(?::text[]) = 0"
@@ -578,7 +579,7 @@ def _claim_ctes(where: str) -> str:
             f" RETURNING {_RETURNED})")
 
 
-_RETURNED = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
+_RETURNED = ", ".join(f"j.{col.strip()}" for col in JOB_COLUMNS.split(","))
 #: The claim's SET list (parameters: worker id, now).
 _CLAIM_SET = placeholders(fragments.CLAIM_SET)[0]
 #: The one-statement exchange's SET lists, the statements of SqlStore's as fragments write them, with the

@@ -20,7 +20,8 @@ from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, Pe
 from queuectl.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 from queuectl.store.base import PURGE_BATCH
 from queuectl.store.fragments import CLAIM_ORDER, CLAIM_SET
-from queuectl.store.sql import _JOB_COLUMNS, SqlStore
+from queuectl.store.core import JOB_COLUMNS
+from queuectl.store.sql import SqlStore
 from queuectl.store.timing import placeholders
 
 #: Seconds a connection waits for another writer's lock before reporting "database is locked".
@@ -204,7 +205,7 @@ class SqliteStore(SqlStore):
         # One UPDATE ... RETURNING: inside BEGIN IMMEDIATE no other writer can claim meanwhile.
         return c.execute(
             f"UPDATE jobs SET {_CLAIM_SET} WHERE seq IN (SELECT seq FROM jobs {self.READY_INDEX} WHERE {where}"
-            f" ORDER BY {CLAIM_ORDER} LIMIT ?) RETURNING {_JOB_COLUMNS}",
+            f" ORDER BY {CLAIM_ORDER} LIMIT ?) RETURNING {JOB_COLUMNS}",
             (worker_id, now.wall, *params, limit),
         ).fetchall()
 
