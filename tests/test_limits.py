@@ -17,7 +17,7 @@ from queuectl.store import Exchange, open_store
 from queuectl.store import core as sql_module
 from queuectl.store import fragments, timing
 from queuectl.store.limits import RATE_SLACK
-from queuectl.store.postgres_schema import MIGRATIONS, claim_limited
+from queuectl.store.postgres.schema import MIGRATIONS, claim_limited
 from storeops import claim, finish
 from test_store import NOW, add, ok, register
 
@@ -173,8 +173,8 @@ def test_claims_recorded_before_the_migration_still_count_on_the_wall_clock(db, 
     """A database of the version before (queue_starts without boot and mono: SQLite 8, PostgreSQL 6) keeps its
     limits and claims through the migration; those claims count on the wall clock, the new ones on the
     monotonic clock."""
-    engine = importlib.import_module("queuectl.store.postgres" if db.startswith("postgresql")
-                                     else "queuectl.store.sqlite")
+    engine = importlib.import_module("queuectl.store.postgres.store" if db.startswith("postgresql")
+                                     else "queuectl.store.sqlite.store")
     monkeypatch.setattr(engine, "SCHEMA_VERSION", engine.SCHEMA_VERSION - 1)
     with open_store(db) as old:
         old.c.execute("INSERT INTO queues (name, rate_count, rate_window) VALUES ('rq', 2, 5.0)")

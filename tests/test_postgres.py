@@ -21,7 +21,7 @@ from conftest import QUEUECTL, configure, enqueue, import_or_skip, queuectl, raw
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 from queuectl.models import JobState
 from queuectl.store import open_store
-from queuectl.store.postgres_schema import SCHEMA_VERSION
+from queuectl.store.postgres.schema import SCHEMA_VERSION
 from pgserver import free_port
 from test_notify import NotifySocket
 
@@ -142,7 +142,7 @@ DESCRIBED = ["postgresql://u@h1:5432,h2:5433/db?target_session_attrs=read-write"
 @pytest.mark.parametrize("uri", DESCRIBED)
 def test_a_connection_is_described_as_libpq_reads_its_uri_less_the_password(uri):
     pytest.importorskip("psycopg")
-    from queuectl.store.postgres import _display, _parse
+    from queuectl.store.postgres.store import _display, _parse
 
     def read(target: str) -> dict:  # libpq's reading, one port for every host spelled out (libpq's rule)
         params = _parse(target)

@@ -9,7 +9,7 @@ from queuectl.clock import Instant, instant
 from queuectl.errors import DatabaseError, NotFound
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState
-from queuectl.schema import KEY_HELD, dependency_failed
+from queuectl.store.shared_schema import KEY_HELD, dependency_failed
 from queuectl.store import fragments
 from queuectl.store.base import DuplicateJob, Enqueued, FollowedOutput, UnknownDependency, due_on_monotonic
 from queuectl.store.core import DUE, JOB_COLUMNS, SqlCore, due_params

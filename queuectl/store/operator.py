@@ -8,7 +8,7 @@ from typing import Sequence
 from queuectl.clock import Instant, instant
 from queuectl.errors import Conflict, InvalidInput, NotFound
 from queuectl.models import JobState
-from queuectl.schema import KEY_HELD
+from queuectl.store.shared_schema import KEY_HELD
 from queuectl.store import fragments
 from queuectl.store.base import PURGE_BATCH, CancelResult, schedule
 from queuectl.store.core import OUTPUT_BEFORE, RESCHEDULE, SqlCore, queue_filter

@@ -29,7 +29,7 @@ from queuectl.errors import Conflict, InvalidInput
 from queuectl.jobspec import validate_job
 from queuectl.models import Schedule
 from queuectl.recurrence import Rule, slot_id
-from queuectl.schema import KEY_HELD
+from queuectl.store.shared_schema import KEY_HELD
 from queuectl.store.core import SqlCore
 from queuectl.store.jobs import insert_run
 

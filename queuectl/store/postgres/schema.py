@@ -14,12 +14,14 @@ folded totals, and one worker at a time folds them (PostgresStore.maintain).
 
 import re
 
-from queuectl.schema import (_KEY_HELD_V6, CANCEL_DEPENDANTS, CASCADED, KEY_HELD, RELEASE_DEPENDANTS, SCHEDULES_LIMITS,
-                             START_CLOCKS)
+from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RELEASE_DEPENDANTS,
+                                         SCHEDULES_LIMITS, START_CLOCKS)
 from queuectl.store import fragments, timing
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
+#: The NOTIFY channel that wakes workers.
+CHANNEL = "queuectl"
 
 #: The tables of the schema, which queries name bare and the store qualifies (postgres.qualify).
 TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
@@ -238,7 +240,7 @@ ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
     3: "CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql"
        " SET search_path = queuectl AS $$" + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL"),
     # As SQLite's step 6: idempotency keys, held by at most one job that has not ended.
-    4: f"ALTER TABLE jobs ADD COLUMN key text; CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {_KEY_HELD_V6};",
+    4: f"ALTER TABLE jobs ADD COLUMN key text; CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {KEY_HELD_V6};",
     # As SQLite's step 7: dependencies and the blocked state, and output written while a job runs.
     # The trigger is a row trigger whose function's statements each take a fresh snapshot (a
     # VOLATILE function's, in READ COMMITTED): so a completion that waited for an enqueue's lock on
