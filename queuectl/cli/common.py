@@ -12,6 +12,7 @@ from queuectl import conffile
 from queuectl.conffile import SiteConfig
 from queuectl.errors import InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store import Store, default_db_path, is_uri, open_store
+from queuectl.wake import wake_local_workers
 
 
 class HelpGroup(click.Group):
@@ -99,7 +100,8 @@ class App:
             if self.db_source == "default":
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
-                self._store = open_store(path, durable=durable, defaults=self.site().defaults, session=session)
+                self._store = open_store(path, durable=durable, defaults=self.site().defaults, session=session,
+                                         after_commit=wake_local_workers)
             except PermissionDenied:
                 raise
             except InvalidInput as e:

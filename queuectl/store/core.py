@@ -19,7 +19,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from queuectl.clock import Instant
+from queuectl.clock import Instant, clock_domain
 from queuectl.models import Job
 from queuectl.store import fragments
 from queuectl.store.timing import clock_values, due, placeholders
@@ -140,8 +140,6 @@ class SqlCore:
 
     def now(self) -> Instant:
         """This process's clocks now: the store's wall clock, CLOCK_MONOTONIC and its domain."""
-        from queuectl.procs import clock_domain
-
         return Instant(self.clock(), time.monotonic(), clock_domain())
 
     def wakeup_source(self):

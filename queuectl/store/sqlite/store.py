@@ -13,11 +13,11 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied, QueuectlError
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied
 from queuectl.store.sqlite.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 from queuectl.store.fragments import CLAIM_ORDER, CLAIM_SET
 from queuectl.store.core import JOB_COLUMNS
@@ -40,12 +40,14 @@ class SqliteStore(SpaceCare):
     loss; workers use durable=False (synchronous=NORMAL in WAL mode): a power loss may then
     forget a claim or a completion, and the job runs again (at least once, never lost).
     Raises InvalidInput when the path cannot hold a database or holds another program's
-    file, DatabaseError when the database cannot be used.
+    file, DatabaseError when the database cannot be used. `after_commit(store)` is called after a
+    commit that may have made jobs ready or requested cancels (see open_store).
     """
 
     def __init__(self, path: str, *, durable: bool = True, busy_timeout: float = BUSY_TIMEOUT,
-                 defaults: dict[str, Any] | None = None):
+                 defaults: dict[str, Any] | None = None, after_commit: Callable[[Any], None] | None = None):
         self.path = os.path.abspath(path)
+        self.after_commit = after_commit
         self.busy_timeout = busy_timeout
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
         self.c: sqlite3.Connection
@@ -111,7 +113,7 @@ class SqliteStore(SpaceCare):
     def _write(self) -> Iterator[sqlite3.Connection]:
         """Run the block in one BEGIN IMMEDIATE transaction; roll back on any exception.
 
-        Once it committed, this host's workers are woken if the block called `_notify`.
+        Once it committed, `after_commit` is called if the block called `_notify`.
         """
         with self._errors():
             self.conn.execute("BEGIN IMMEDIATE")
@@ -125,22 +127,12 @@ class SqliteStore(SpaceCare):
                 raise
         if self._wake_pending:
             self._wake_pending = False
-            self._wake_workers()
+            if self.after_commit is not None:
+                self.after_commit(self)
 
     def _notify(self, c) -> None:
-        """Mark a wake-up for this host's workers, sent by `_write` once the transaction committed."""
+        """Mark a wake-up for the workers, handed to `after_commit` by `_write` once the transaction committed."""
         self._wake_pending = True
-
-    def _wake_workers(self) -> None:
-        """Wake this host's workers by a datagram each (queuectl.wake), so that they claim, or look for
-        cancel requests, at once rather than at their next poll or heartbeat. Never raises: the poll is
-        the fallback, and the command's work is committed already."""
-        from queuectl import procs, wake
-
-        try:
-            wake.poke(pid for pid, boot in self.worker_pids(procs.hostname()) if procs.same_boot(boot))
-        except (QueuectlError, OSError):
-            pass
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
