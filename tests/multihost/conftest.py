@@ -206,13 +206,16 @@ class Host:
         ns_last_pid is written just before the fork. Not through the container's /proc/sys,
         which systemd-nspawn mounts read-only: from a shell that entered only the host's PID
         namespace (the write applies to the writer's namespace), with this machine's /proc.
+        Where this machine is itself a container, its /proc/sys is a read-only mount too: the
+        shell remounts it writable in a mount namespace of its own (a no-op on a real host).
         """
         start = ("setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! $!" if leader else
                  "setsid sh -c 'sleep 600 </dev/null >/dev/null 2>&1 & echo $$ $!' </dev/null")
         for _ in range(attempts):
             proc = subprocess.run(
-                ["nsenter", "-t", str(self.container.leader), "-p", "sh", "-c",
-                 f"echo {pgid - 1} > /proc/sys/kernel/ns_last_pid; {start}"],
+                ["nsenter", "-t", str(self.container.leader), "-p", "unshare", "-m", "sh", "-c",
+                 "mount -o remount,bind,rw /proc/sys 2>/dev/null;"
+                 f" echo {pgid - 1} > /proc/sys/kernel/ns_last_pid; {start}"],
                 capture_output=True, text=True, check=True, timeout=30)
             group, sleeper = map(int, proc.stdout.split())
             self.pids.append(sleeper)

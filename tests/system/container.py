@@ -258,6 +258,13 @@ class Container:
         for target in reversed(self._mounted):
             subprocess.run(["umount", "-l", str(target)], capture_output=True)
         shutil.rmtree(self.base, ignore_errors=True)
+        # systemd-nspawn 257 (Debian 13) makes this mount point for the machine's name and removes
+        # it when it exits cleanly; one SIGKILLed (`kill`) leaves it, and the next container of that
+        # name then refuses to start ("Mount point ... exists already").
+        export = Path("/run/systemd/nspawn/unix-export") / self.machine
+        if export.exists():
+            subprocess.run(["umount", "-l", str(export)], capture_output=True)
+            shutil.rmtree(export, ignore_errors=True)
 
     # -- use -----------------------------------------------------------------------------------
 
