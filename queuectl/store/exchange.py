@@ -181,7 +181,7 @@ class ExchangeStore(SqlCore):
                           [(job_id, worker_id) for job_id in job_ids])
             c.executemany(
                 "UPDATE jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
-                " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
+                " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, end_code = NULL,"
                 " worker_id = NULL, pgid = NULL, pgid_start = NULL,"
                 " updated_at = ?, finished_at = CASE WHEN cancel_requested_at IS NULL"
                 f" THEN finished_at ELSE ? END {OWNED}",

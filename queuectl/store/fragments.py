@@ -67,10 +67,10 @@ def running_set(col: str = "") -> str:
             f" pgid = coalesce({{pgid}}, {col}pgid), pgid_start = coalesce({{pgid_start}}, {col}pgid_start)")
 
 
-#: The columns a job's end sets: when, how it exited, the error, and no owner (slots: wall, ended_at,
-#: exit_code, error).
+#: The columns a job's end sets: when, how it exited, the error, no outcome code (that is recovery's:
+#: shared_schema.RECOVERED) and no owner (slots: wall, ended_at, exit_code, error).
 ENDED_SET = ("updated_at = {wall}, finished_at = {ended_at}, exit_code = {exit_code}, last_error = {error},"
-             " worker_id = NULL, pgid = NULL, pgid_start = NULL")
+             " end_code = NULL, worker_id = NULL, pgid = NULL, pgid_start = NULL")
 
 
 def completed_set(col: str = "") -> str:

@@ -30,6 +30,12 @@ CANCEL_DEPENDANTS = (
 
 #: A job NEW that CANCEL_DEPENDANTS cancelled.
 CASCADED = "NEW.state = 'cancelled' AND coalesce(NEW.last_error, '') LIKE 'dependency %'"
+#: The outcome code of a run that recovery ended because its worker was lost (jobs.end_code, which the run
+#: counters read: `queuectl metrics` counts such runs as recovered); every other end of a run sets NULL. Before
+#: the code (SQLite schema 10, PostgreSQL 9) the counters matched the error text 'worker lost', which a
+#: cancelled job's recovery does not leave ('cancelled; worker lost': counted as cancelled, as it still is).
+RECOVERED = "recovered"
+
 
 def dependency_failed(dep_id: str, state: str) -> str:
     """The last error of a job whose dependency `dep_id` had already ended `state` (dead or cancelled)

@@ -10,8 +10,17 @@ from queuectl.clock import Instant, instant
 from queuectl.errors import Conflict
 from queuectl.models import JobState, WorkerInfo
 from queuectl.store.base import JobProcess, after_failure
+from queuectl.store import fragments
 from queuectl.store.core import RELEASED, RESCHEDULE, SqlCore
+from queuectl.store.shared_schema import RECOVERED
+from queuectl.store.timing import placeholders
 from queuectl.store.settings import read_settings
+
+#: A recovered job: retried, dead or cancelled, its end on the caller's clock, its outcome code RECOVERED (None
+#: for a cancelled one, counted as cancelled). Parameters: state, attempts, started_at if none is recorded,
+#: RESCHEDULE's, fragments.ENDED_SET's, end_code, seq.
+_RECOVERED = placeholders(f"UPDATE jobs SET state = ?, attempts = ?, started_at = coalesce(started_at, ?), {RESCHEDULE},"
+                          f" {fragments.ENDED_SET.replace('end_code = NULL', 'end_code = ?')} WHERE seq = ?")[0]
 
 
 class WorkerStore(SqlCore):
@@ -170,13 +179,10 @@ class WorkerStore(SqlCore):
                 continue
             attempts = r["attempts"] + unstarted  # lost before its start was recorded: it may have run
             state, schedule = after_failure(attempts, r["max_retries"], now, config, r["cancel_requested_at"])
-            c.execute(
-                f"UPDATE jobs SET state = ?, attempts = ?, started_at = coalesce(started_at, ?), {RESCHEDULE},"
-                " updated_at = ?, finished_at = ?, exit_code = NULL, last_error = ?, worker_id = NULL, pgid = NULL,"
-                " pgid_start = NULL WHERE seq = ?",
-                (state.value, attempts, now.wall, *schedule, now.wall, now.wall,
-                 "cancelled; worker lost" if state == JobState.CANCELLED else "worker lost", r["seq"]),
-            )
+            cancelled = state == JobState.CANCELLED
+            c.execute(_RECOVERED, (state.value, attempts, now.wall, *schedule, now.wall, now.wall, None,
+                                   "cancelled; worker lost" if cancelled else "worker lost",
+                                   None if cancelled else RECOVERED, r["seq"]))
             recovered.append((r["id"], state))
         return recovered
 

@@ -14,8 +14,8 @@ folded totals, and one worker at a time folds them (PostgresStore.maintain).
 
 import re
 
-from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RELEASE_DEPENDANTS,
-                                         SCHEDULES_LIMITS, START_CLOCKS)
+from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
+                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS)
 from queuectl.store import fragments, timing
 
 #: The schema the tables live in.
@@ -29,7 +29,9 @@ TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_delta
           "schedules", "queue_starts")
 
 #: The body of the jobs table's update trigger (counts by state, and runs by outcome of the rows that
-#: leave processing, RUNS_FILTER narrowing those), shared by the steps that create and replace it.
+#: leave processing, RUNS_FILTER narrowing those, RECOVERED_WHEN telling a recovered run), shared by the steps
+#: that create and replace it. Steps 1 and 3 told a recovered run by its error text (_LOST_TEXT); step 9 by
+#: its outcome code (shared_schema.RECOVERED).
 _COUNT_UPDATE = """
 BEGIN
     INSERT INTO job_count_deltas (queue, state, n)
@@ -37,13 +39,14 @@ BEGIN
             SELECT queue, state, 1 AS n FROM new_rows UNION ALL SELECT queue, state, -1 FROM old_rows) d
         GROUP BY queue, state HAVING sum(n) <> 0;
     INSERT INTO job_run_deltas (queue, outcome, n)
-        SELECT n.queue, CASE WHEN n.last_error = 'worker lost' THEN 'recovered'
+        SELECT n.queue, CASE WHEN RECOVERED_WHEN THEN 'recovered'
                              WHEN n.state = 'pending' THEN 'requeued' ELSE n.state END, count(*)
         FROM old_rows o JOIN new_rows n ON n.seq = o.seq
         WHERE o.state = 'processing' AND n.state <> 'processing'RUNS_FILTER
         GROUP BY 1, 2;
     RETURN NULL;
 END $$;"""
+_LOST_TEXT = "n.last_error = 'worker lost'"
 
 #: A claim that keeps the queue limits (queuectl.store.limits), as a function, so that the one-statement
 #: exchange can call it: a VOLATILE function's statements each take a fresh snapshot (READ COMMITTED), so
@@ -200,7 +203,7 @@ CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs REFERENCING OLD TABLE AS o
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_count_delete();
 
 -- How runs ended, by queue (as SQLite's jobs_count_runs): a processing job that leaves processing.
-CREATE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql AS $$""" + _COUNT_UPDATE.replace("RUNS_FILTER", "") + """
+CREATE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql AS $$""" + _COUNT_UPDATE.replace("RUNS_FILTER", "").replace("RECOVERED_WHEN", _LOST_TEXT) + """
 CREATE TRIGGER jobs_count_update AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_count_update();
 
@@ -238,7 +241,8 @@ ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
 """,
     # As SQLite's step 5: a job given back unstarted (started_at NULL) made no run.
     3: "CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql"
-       " SET search_path = queuectl AS $$" + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL"),
+       " SET search_path = queuectl AS $$" + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL")
+                                             .replace("RECOVERED_WHEN", _LOST_TEXT),
     # As SQLite's step 6: idempotency keys, held by at most one job that has not ended.
     4: f"ALTER TABLE jobs ADD COLUMN key text; CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {KEY_HELD_V6};",
     # As SQLite's step 7: dependencies and the blocked state, and output written while a job runs.
@@ -288,6 +292,11 @@ CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
     # claim_limited with every shared fragment rendered in (queuectl.store.fragments: the ready filter, the claim
     # order and SET list, claiming ahead within a limit), not only the time rules.
     8: claim_limited(),
+    # As SQLite's step 10: outcome codes, a recovered run told by jobs.end_code rather than its error text.
+    9: "ALTER TABLE jobs ADD COLUMN end_code text; CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger"
+       " LANGUAGE plpgsql SET search_path = queuectl AS $$"
+       + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL")
+                      .replace("RECOVERED_WHEN", f"n.end_code = '{RECOVERED}'"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

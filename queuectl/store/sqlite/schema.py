@@ -1,7 +1,7 @@
 """The SQLite schema and its forward migrations, keyed by PRAGMA user_version."""
 
-from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RELEASE_DEPENDANTS,
-                                         SCHEDULES_LIMITS, START_CLOCKS)
+from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
+                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS)
 
 #: Written to PRAGMA application_id so a queuectl database is told apart from other SQLite files ("QCTL").
 APPLICATION_ID = 0x5143544C
@@ -293,6 +293,18 @@ END;
                        .replace("INT_T", "INTEGER"),
     # Rate windows on the monotonic clock: START_CLOCKS (both engines).
     9: START_CLOCKS.replace("REAL_T", "REAL"),
+    # Outcome codes: a run that recovery ended is told by jobs.end_code (RECOVERED), not by its error text.
+    10: f"""
+ALTER TABLE jobs ADD COLUMN end_code TEXT;    -- recovered: its last run's worker was lost; NULL: any other end
+DROP TRIGGER jobs_count_runs;
+CREATE TRIGGER jobs_count_runs AFTER UPDATE OF state ON jobs
+WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_at IS NOT NULL BEGIN
+    INSERT INTO job_runs (queue, outcome, n) VALUES (NEW.queue,
+        CASE WHEN NEW.end_code = '{RECOVERED}' THEN 'recovered'
+             WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
+        ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
+END;
+""",
 }
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.
