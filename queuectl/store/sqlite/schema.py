@@ -72,6 +72,17 @@ END;
 """
 
 
+#: The run counter's trigger as steps 5 and 10 make it: a run (a job that leaves processing, its start recorded)
+#: counted by outcome; RECOVERED_WHEN tells a recovered one (step 5: by its error text; step 10: its code).
+_COUNT_RUNS = """CREATE TRIGGER jobs_count_runs AFTER UPDATE OF state ON jobs
+WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_at IS NOT NULL BEGIN
+    INSERT INTO job_runs (queue, outcome, n) VALUES (NEW.queue,
+        CASE WHEN RECOVERED_WHEN THEN 'recovered'
+             WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
+        ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
+END;
+"""
+
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -222,16 +233,7 @@ CREATE TABLE leases (
        .replace("REBUILT_INDEXES_TRIGGERS", _REBUILT_INDEXES_TRIGGERS),
     # A job claimed ahead and given back unstarted (started_at NULL: released, or recovered from
     # a dead worker before its start was recorded) made no run: it is not counted as one.
-    5: """
-DROP TRIGGER jobs_count_runs;
-CREATE TRIGGER jobs_count_runs AFTER UPDATE OF state ON jobs
-WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_at IS NOT NULL BEGIN
-    INSERT INTO job_runs (queue, outcome, n) VALUES (NEW.queue,
-        CASE WHEN NEW.last_error = 'worker lost' THEN 'recovered'
-             WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
-        ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
-END;
-""",
+    5: "\nDROP TRIGGER jobs_count_runs;\n" + _COUNT_RUNS.replace("RECOVERED_WHEN", "NEW.last_error = 'worker lost'"),
     # Idempotency keys: at most one job that has not ended (pending, failed and due again, or
     # processing) holds a key; an enqueue of a held key adds nothing (SqlStore.enqueue).
     6: f"""
@@ -294,17 +296,10 @@ END;
     # Rate windows on the monotonic clock: START_CLOCKS (both engines).
     9: START_CLOCKS.replace("REAL_T", "REAL"),
     # Outcome codes: a run that recovery ended is told by jobs.end_code (RECOVERED), not by its error text.
-    10: f"""
+    10: """
 ALTER TABLE jobs ADD COLUMN end_code TEXT;    -- recovered: its last run's worker was lost; NULL: any other end
 DROP TRIGGER jobs_count_runs;
-CREATE TRIGGER jobs_count_runs AFTER UPDATE OF state ON jobs
-WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_at IS NOT NULL BEGIN
-    INSERT INTO job_runs (queue, outcome, n) VALUES (NEW.queue,
-        CASE WHEN NEW.end_code = '{RECOVERED}' THEN 'recovered'
-             WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
-        ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
-END;
-""",
+""" + _COUNT_RUNS.replace("RECOVERED_WHEN", f"NEW.end_code = '{RECOVERED}'"),
 }
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.
