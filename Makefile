@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean venv deb
+.PHONY: demo test bench bench-startup clean venv deb
 
 venv: $(STAMP)
 
@@ -29,6 +29,10 @@ test: $(STAMP)
 # Throughput, latency, scale and retention, on SQLite and PostgreSQL, as same-run ratios (about 20 minutes).
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# The start-up figure alone (section 4's first row): one enqueue against importing click, sqlite3 and json.
+bench-startup: $(STAMP)
+	$(BIN)/python bench/startup.py
 
 # The Debian package, built by dpkg-buildpackage from a copy of the tree (tracked and new files)
 # with Debian's own python3; the .deb lands in build/deb/.

@@ -6,15 +6,16 @@
 1. spawn ceiling: subprocess.run(["/bin/sh", "-c", "true"]) per second, one and two at a time;
 2. drain: `queuectl worker start --count C --burst` on N `true` jobs, first start to last completion;
 3. pickup latency: enqueue commit to job start with an idle worker, and the idle worker's CPU;
-4. enqueue: one `queuectl enqueue` against `python -c "import click, sqlite3, json"`, and
-   `enqueue --file` against a bare executemany insert of the same rows;
+4. enqueue: one `queuectl enqueue` against `python -c "import click, sqlite3, json"` (bench/startup.py,
+   which also runs alone: `make bench-startup`), and `enqueue --file` against a bare executemany
+   insert of the same rows;
 5. scale: the drain of (2) and `status` / `list` with a million completed jobs stored;
 6. retention: 200,000 jobs that each print 10 KB drained with keep-completed 60s, against the
    same drain with retention off: the largest database-plus-WAL size on disk, and the drain rate.
 
 (2), (3), the `enqueue --file` of (4) and (5) run on PostgreSQL too, each right after its SQLite
 run and reported beside it (as ratios to SQLite's figures as well), on a throwaway server that this
-run starts (tests/pgserver.py) with a real server's durability: fsync and synchronous_commit on.
+run starts (tests/support/pgserver.py) with a real server's durability: fsync and synchronous_commit on.
 Without the server's binaries or psycopg (or with --no-postgresql) one line says why those figures
 are skipped, and the SQLite ones are reported all the same.
 
@@ -206,14 +207,6 @@ def timed(argv: list[str], stdin: bytes | None = None) -> float:
     return time.perf_counter() - start
 
 
-def enqueue_cli(db: str, runs: int) -> dict:
-    counter = iter(range(10**9))
-    one = statistics.median(timed([*QUEUECTL, "--db", db, "enqueue", '{"command":"true","id":"c%d"}' % next(counter)])
-                            for _ in range(runs))
-    base = statistics.median(timed([PY, "-c", "import click, sqlite3, json"]) for _ in range(runs))
-    return {"enqueue_s": one, "import_baseline_s": base, "ratio": one / base}
-
-
 def file_rows(n: int) -> bytes:
     """n job lines for `enqueue --file`."""
     return "".join(json.dumps({"id": f"f{i}", "command": f"echo {i}"}) + "\n" for i in range(n)).encode()
@@ -364,9 +357,9 @@ def retention(tmp: Path, n: int, keep: int) -> dict:
 @contextlib.contextmanager
 def postgres_server(wanted: bool):
     """Yield (server, None): a throwaway PostgreSQL server with fsync and synchronous_commit on,
-    started by tests/pgserver.py and removed when the block ends, error or not; or (None, why) when
+    started by tests/support/pgserver.py and removed when the block ends, error or not; or (None, why) when
     the PostgreSQL figures are to be skipped (not wanted, or no server binaries or psycopg here)."""
-    path = REPO / "tests" / "pgserver.py"
+    path = REPO / "tests" / "support" / "pgserver.py"
     if not wanted:
         yield None, "--no-postgresql given"
         return
@@ -454,7 +447,9 @@ def main() -> None:
         out["pickup"] = pickup(str(tmp / "pickup.db"), size["pickup"], size["idle"])
         if server:
             pg["pickup"] = pickup(server.create_database("pickup"), size["pickup"], size["idle"])
-        out["enqueue"] = enqueue_cli(str(tmp / "cli.db"), size["cli"])
+        import startup  # bench/startup.py, beside this file
+
+        out["enqueue"] = startup.enqueue_cli(str(tmp / "cli.db"), size["cli"])
         rows = file_rows(size["file"])
         out["enqueue_file"] = enqueue_file(tmp, rows, size["file"])
         if server:
@@ -484,6 +479,8 @@ def machine() -> dict:
 
 
 def report(out: dict) -> None:
+    import startup
+
     c, d, p, e, f, s, k = (out[k] for k in ("spawn_per_s", "drain_per_s", "pickup", "enqueue", "enqueue_file",
                                             "scale", "retention"))
     rows = [
@@ -493,8 +490,7 @@ def report(out: dict) -> None:
         ("pickup latency p50 / p95 / p99", f"{p['p50_ms']:.1f} / {p['p95_ms']:.1f} / {p['p99_ms']:.1f} ms",
          "target p50 <= 5, p99 <= 25 ms"),
         ("idle worker CPU", f"{p['idle_cpu_percent']:.2f} % of a core", "target <= 0.5 %"),
-        ("one enqueue vs import baseline", f"{e['enqueue_s'] * 1000:.0f} vs {e['import_baseline_s'] * 1000:.0f} ms",
-         f"{e['ratio']:.2f}x (target <= 1.15x)"),
+        startup.row(e),
         ("enqueue --file vs bare insert", f"{f['cli_rows_per_s']:.0f} vs {f['bare_rows_per_s']:.0f} rows/s",
          f"{f['ratio']:.2f}x (target >= 0.5x)"),
         (f"drain with {s['stored_completed']:,} stored", "", f"{s['drain_ratio']:.2f}x empty (target <= 1.05x)"),

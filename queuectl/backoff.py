@@ -12,7 +12,7 @@ def retry_limit(max_retries: int | None, config: dict) -> int:
 def last_attempt(attempts: int, max_retries: int | None, config: dict) -> bool:
     """True if a job with `attempts` counted runs its last attempt next: if that fails, it is dead.
 
-    The rule that bounds a job's runs when it takes its worker down (README, Crash recovery):
+    The rule that bounds a job's runs when it takes its worker down (docs/semantics.md, Bounded runs):
     a start is recorded lazily, so a recovery that finds a claimed job with no start recorded
     counts the attempt (it may have run), unless it was the job's last, whose start a worker
     records before it runs (queuectl.worker): that one cannot have run, and goes back uncounted.

@@ -1,17 +1,30 @@
 """What names a PostgreSQL database rather than a SQLite file, and keeping its password out of messages.
 
-No imports beyond the standard library: the CLI's start-up reads this module.
+No imports beyond the standard library, and no regular expression compiled at import: the CLI's
+start-up reads this module.
 """
 
 import json
 import re
 from urllib.parse import unquote
 
+
+class _Lazy:
+    """A regular expression compiled on its first use, not at import: the CLI's start-up reads this module
+    and most commands use none of these (re's own cache then keeps it)."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+
+    def __getattr__(self, name: str):
+        return getattr(re.compile(self.pattern), name)
+
+
 #: URI schemes libpq accepts; anything else given as a database is a SQLite path.
 SCHEMES = ("postgresql://", "postgres://")
 
 #: Meant for PostgreSQL but not a URI queuectl takes: a mistyped scheme, or libpq's keyword form.
-_NEAR_URI = re.compile(r"(?i)^\s*postgres\w*:|^\s*(host|hostaddr|dbname|user|port|service)\s*=")
+_NEAR_URI = _Lazy(r"(?i)^\s*postgres\w*:|^\s*(host|hostaddr|dbname|user|port|service)\s*=")
 
 #: What a message shows in place of a password.
 MASK = "***"
@@ -30,14 +43,14 @@ PUBLIC_KEYS = frozenset({
 })
 
 #: The scheme-like start of a target ("postgresql://", "postgres:/", "POSTGRESQL://"), skipped before the user part.
-_SCHEME = re.compile(r"(?i)^\s*(?:[a-z][a-z0-9+.-]*:/+|postgres\w*:)")
+_SCHEME = _Lazy(r"(?i)^\s*(?:[a-z][a-z0-9+.-]*:/+|postgres\w*:)")
 #: What follows a host's ':' when it is a port (and maybe more hosts): host:5432, host:5432,host2:5433.
-_PORTS = re.compile(r"[0-9]+(,[^@]*)?")
+_PORTS = _Lazy(r"[0-9]+(,[^@]*)?")
 #: One `key=value` parameter: in a URI's query (after ? or &) or in libpq's keyword form (after white space).
-_PARAM = re.compile(r"(?:^|(?<=[?&\s]))(?=([^?&=\s]*)=([^&]*))")  # a lookahead: parameters inside values count too
+_PARAM = _Lazy(r"(?:^|(?<=[?&\s]))(?=([^?&=\s]*)=([^&]*))")  # a lookahead: parameters inside values count too
 #: What libpq quotes in a message about a URI it cannot parse: the URI, a part of it, a key or a character.
-_QUOTED = re.compile(r'(?:\s*:)?\s*"([^"]*)"')
-_KEY_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_QUOTED = _Lazy(r'(?:\s*:)?\s*"([^"]*)"')
+_KEY_LIKE = _Lazy(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def is_uri(target: str) -> bool:

@@ -137,6 +137,12 @@ SETTINGS: dict[str, Setting] = {
 RETENTION = {"completed": "keep-completed", "cancelled": "keep-cancelled", "dead": "keep-dead"}
 
 
+def kept_ages(config: dict, states=RETENTION) -> dict[str, float]:
+    """Return {state: seconds a finished job of it is kept} for `states` (default: every one retention
+    deletes) from the settings `config`, leaving out those kept forever: what retention and purge delete."""
+    return {state: config[RETENTION[state]] for state in states if config[RETENTION[state]] is not None}
+
+
 def canonical_key(key: str) -> str:
     """Return the setting's canonical name (hyphens); raises InvalidInput for an unknown key."""
     name = key.strip().lower().replace("_", "-")

@@ -1,5 +1,7 @@
-"""Shared fixtures: a database path, a Click runner that works on Click 8.1 and 8.2+, worker processes,
-and a real PostgreSQL server that the session starts itself (pg_server, pg_uri, backend_db)."""
+"""Fixtures shared by every tier: a database path, a Click runner that works on Click 8.1 and 8.2+,
+worker processes, and a real PostgreSQL server that the session starts itself (pg_server, pg_uri,
+backend_db). And the tiers: a test's tier is the folder it sits in (tests/unit, tests/processes,
+tests/system, tests/chaos, tests/multihost), which marks it (pytest_collection_modifyitems)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,14 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Sequence
 from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner
 
-from pgserver import PgServer  # tests/pgserver.py
+from support.pgserver import PgServer  # tests/support/pgserver.py
 from queuectl import procs
 from queuectl.cli import cli
 from queuectl.store import is_uri, open_store
@@ -139,15 +142,6 @@ def enqueue(run_cli: Cli, **job) -> str:
 
 
 @pytest.fixture
-def figures(request):
-    """Figures a test of the fast and processes tiers reports (tests/figures.py); the chaos and
-    multihost tiers' conftests name their own tier."""
-    from figures import report_figures
-
-    yield from report_figures(request, "processes")
-
-
-@pytest.fixture
 def run_cli(db) -> Cli:
     return Cli(db)
 
@@ -236,17 +230,63 @@ def require(reason: str | None, tier: str) -> None:
     pytest.skip(reason)
 
 
+#: The tiers a test's folder under tests/ gives it: tests/unit is the fast tier (no marker); each other
+#: folder marks its tests with the marker of its name, so `-m processes` and `-m "not processes and
+#: not system and not chaos and not multihost"` select by folder.
+MARKED_TIERS = ("processes", "system", "chaos", "multihost")
+TIERS = ("unit", *MARKED_TIERS)
+TESTS = Path(__file__).resolve().parent
+
 #: Seconds a test of these tiers may take (pytest-timeout; pyproject.toml's `timeout` covers the rest):
 #: they build the .deb, boot containers, install packages or run at full size. A test's own
 #: @pytest.mark.timeout wins.
 TIER_TIMEOUTS = {"system": 1800, "multihost": 1800, "chaos": 1200}
 
 
+def tier_of(path) -> str | None:
+    """Return the tier of the test file at `path`: the name of its folder under tests/, or None when it
+    sits directly in tests/, in tests/support or outside tests/ (no tier)."""
+    try:
+        parts = Path(path).resolve().relative_to(TESTS).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+def misplaced(path, marks: Sequence[str]) -> str | None:
+    """Say why a test at `path` carrying markers `marks` is in the wrong place, or return None.
+
+    A test's tier is its folder and nothing else: a test outside the tier folders, or one that carries a
+    tier's marker itself (another tier's, or its folder's made redundant), is refused.
+    """
+    tier = tier_of(path)
+    if tier is None:
+        return f"sits in no tier's folder: move it under tests/{{{','.join(TIERS)}}}/"
+    marked = sorted(set(marks) & set(MARKED_TIERS))
+    if marked:
+        return (f"carries the tier marker {', '.join(marked)} in tests/{tier}/: the folder gives the tier;"
+                f" drop the marker{'' if marked == [tier] else ' or move the test'}")
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the markers given here
 def pytest_collection_modifyitems(config, items):
+    problems = []
     for item in items:
-        tiers = [seconds for tier, seconds in TIER_TIMEOUTS.items() if item.get_closest_marker(tier)]
-        if tiers and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(max(tiers)))
+        path = getattr(item, "path", None) or Path(str(item.fspath))
+        if not Path(path).resolve().is_relative_to(TESTS):
+            continue  # a test file named outside tests/ (the suite's own checks run some)
+        problem = misplaced(path, [m.name for m in item.iter_markers()])
+        if problem:
+            problems.append(f"{item.nodeid}: {problem}")
+            continue
+        tier = tier_of(path)
+        if tier in MARKED_TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
+        if tier in TIER_TIMEOUTS and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TIER_TIMEOUTS[tier]))
+    if problems:
+        raise pytest.UsageError("tests out of their tier's folder:\n  " + "\n  ".join(problems))
 
 
 def import_or_skip(module: str):
@@ -287,7 +327,7 @@ def require_postgres() -> None:
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """One PostgreSQL server for the whole session (tests/pgserver.py), removed at its end."""
+    """One PostgreSQL server for the whole session (tests/support/pgserver.py), removed at its end."""
     require_postgres()
     server = PgServer()
     try:

@@ -1,4 +1,4 @@
-"""The queuectl command line: Click commands that parse, call one store or worker function, and print.
+"""The queuectl command line: Click commands that parse, call one queuectl.api function, and print.
 
 This package is the only place that knows Click. Domain errors are turned into one
 line on stderr and an exit code here, in `EXIT_CODES`.
@@ -12,7 +12,8 @@ import sys
 import click
 
 from queuectl import __version__
-from queuectl.cli.common import App, HelpGroup
+from queuectl.api.database import ENVIRONMENT, OPTION, Database
+from queuectl.cli.common import HelpGroup
 from queuectl.errors import Interrupted, InvalidConfig, InvalidInput, QueuectlError
 
 #: Exit codes, most specific class first. Click's own usage errors exit 2 as well.
@@ -32,11 +33,11 @@ def exit_code_for(error: QueuectlError) -> int:
 #: Each command and the module that defines it, imported only when that command runs (or for
 #: --help), so `queuectl enqueue` does not pay for the worker's imports.
 COMMANDS = {
-    "enqueue": "queuectl.cli.jobs:enqueue",
+    "enqueue": "queuectl.cli.enqueue:enqueue",
     "list": "queuectl.cli.jobs:list_",
     "show": "queuectl.cli.jobs:show",
     "logs": "queuectl.cli.jobs:logs",
-    "status": "queuectl.cli.jobs:status",
+    "status": "queuectl.cli.status:status",
     "wait": "queuectl.cli.jobs:wait",
     "worker": "queuectl.cli.worker:worker",
     "dlq": "queuectl.cli.dlq:dlq",
@@ -141,7 +142,8 @@ def cli(ctx: click.Context, db: str | None) -> None:
     if db is not None and not db.strip():
         raise InvalidInput("--db (or QUEUECTL_DB) is empty: give a database path")
     source = ctx.get_parameter_source("db")
-    ctx.obj = App(db, "environment" if source == click.core.ParameterSource.ENVIRONMENT else "option")
+    ctx.obj = Database(db, ENVIRONMENT if source == click.core.ParameterSource.ENVIRONMENT else OPTION)
+    ctx.call_on_close(ctx.obj.close)
 
 
 def main() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from queuectl.api import config as api
 from queuectl.cli.common import HelpGroup, json_option, pass_app, print_json, print_table
-from queuectl.settings import SETTINGS, canonical_key, show_value
+from queuectl.settings import SETTINGS, show_value
 
 
 @click.group(cls=HelpGroup)
@@ -32,8 +33,7 @@ def set_(app, key, value):
       queuectl config set job_timeout 600
       queuectl config set job-timeout none
     """
-    name = canonical_key(key)
-    stored = app.store().set_setting(name, value)
+    name, stored = api.set_(app.store(), key, value)
     click.echo(f"{name} = {show_value(name, stored)}")
 
 
@@ -48,8 +48,7 @@ def get(app, key, as_json):
     Example:
       queuectl config get backoff-base
     """
-    name = canonical_key(key)
-    value = app.store().settings()[name]
+    name, value = api.get(app.store(), key)
     if as_json:
         print_json(value)
         return
@@ -66,7 +65,7 @@ def list_(app, as_json):
     Example:
       queuectl config list --json
     """
-    values = app.store().settings()
+    values = api.all_settings(app.store())
     if as_json:
         print_json(values)
         return

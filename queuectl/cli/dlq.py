@@ -31,8 +31,9 @@ def list_(app, limit, as_json):
     Example:
       queuectl dlq list --json
     """
-    store = app.store()
-    jobs = store.list_jobs(JobState.DEAD, None, limit)
+    from queuectl.api.jobs import list_jobs
+
+    jobs, total = list_jobs(app.store(), JobState.DEAD.value, None, limit)
     if as_json:
         print_json([j.to_dict() for j in jobs])
         return
@@ -40,7 +41,7 @@ def list_(app, limit, as_json):
         ["ID", "QUEUE", "ATTEMPTS", "DIED", "LAST ERROR", "COMMAND"],
         [[j.id, j.queue, j.attempts, iso(j.finished_at), j.last_error, one_line(j.command, 40)] for j in jobs],
     )
-    note_truncation(store, len(jobs), limit, JobState.DEAD.value, None)
+    note_truncation(len(jobs), total)
 
 
 @dlq.command()
@@ -53,7 +54,8 @@ def retry(app, job_ids):
     Example:
       queuectl dlq retry job1
     """
-    store = app.store()
-    states = store.dlq_retry(list(job_ids), store.now())
+    from queuectl.api.ops import dlq_retry
+
+    states = dlq_retry(app.store(), job_ids)
     for job_id, state in zip(job_ids, states):
         click.echo(f"{job_id}: {state.value}")

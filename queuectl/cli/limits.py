@@ -4,26 +4,9 @@ from __future__ import annotations
 
 import click
 
+from queuectl.api import limits as api
 from queuectl.cli.common import json_option, pass_app, print_json, print_table
 from queuectl.errors import InvalidInput
-
-
-def parse_rate(text: str) -> tuple[int, float]:
-    """COUNT/DURATION (30/1m, 5/2s) as (count, window seconds); raises InvalidInput."""
-    from queuectl.settings import parse_duration
-    from queuectl.store.limits import check_limits
-
-    count, slash, window = text.partition("/")
-    try:
-        n = int(count)
-    except ValueError:
-        n = 0
-    seconds = parse_duration(window, "--rate's window", forever=False) if slash and window.strip() else None
-    try:
-        check_limits(rate=(n, seconds or 0.0))  # no slash: no window, refused
-    except InvalidInput as e:
-        raise InvalidInput(f"{e}; got {text!r}") from None
-    return n, seconds
 
 
 @click.command()
@@ -48,29 +31,19 @@ def limit(app, queue, concurrency, rate, clear, as_json):
       queuectl limit build --clear
       queuectl limit --json
     """
-    from queuectl.jobspec import check_queue
-    from queuectl.store.limits import UNCHANGED, check_limits
-
     changes = concurrency is not None or rate is not None
     if queue is None and (changes or clear):
         raise InvalidInput("give the QUEUE to limit (queuectl limit QUEUE --concurrency N)")
-    if clear and changes:
-        raise InvalidInput("give --clear alone, or --concurrency and/or --rate")
-    check_limits(concurrency)  # before the store opens (set_limit checks too)
-    window = parse_rate(rate) if rate is not None else UNCHANGED
+    api.check(concurrency, rate, clear)  # before the store opens (set_limit checks too)
     store = app.store()
-    if queue is not None:
-        check_queue(queue)
     if clear or changes:
-        kept = store.set_limit(queue, store.now(), concurrency=None if clear else (UNCHANGED if concurrency is None
-                                                                                    else concurrency),
-                               rate=None if clear else window)
+        kept = api.set_limit(store, queue, concurrency, rate, clear)
         limits = [kept] if kept.text != "-" else []
         if not as_json:
             click.echo(f"{queue}: {kept.text if limits else 'no limits'}")
             return
     else:
-        limits = [q for q in store.queue_limits() if queue in (None, q.queue)]
+        limits = api.limits(store, queue)
     if as_json:
         print_json([q.to_dict() for q in limits])
         return

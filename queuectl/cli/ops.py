@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import click
 
+from queuectl.api import ops as api
 from queuectl.cli.common import Seconds, json_option, pass_app, patience, print_json
-from queuectl.errors import InvalidInput, NotFound, QueuectlError
-from queuectl.jobspec import check_queue
+from queuectl.errors import QueuectlError
 from queuectl.models import JobState
-from queuectl.store import PURGE_BATCH
 
-CANCELLABLE = click.Choice([JobState.PENDING.value, JobState.BLOCKED.value, JobState.FAILED.value,
-                            JobState.PROCESSING.value])
+CANCELLABLE = click.Choice([s.value for s in api.CANCELLABLE])
 
 
 @click.command()
@@ -20,7 +18,7 @@ CANCELLABLE = click.Choice([JobState.PENDING.value, JobState.BLOCKED.value, JobS
 @click.option("--state", "-s", "states", multiple=True, type=CANCELLABLE,
               help="With no ID: cancel the jobs in this state; repeat for several [default: pending, blocked,"
                    " failed and processing].")
-@click.option("--wait", type=Seconds(), default=10.0, show_default=True,
+@click.option("--wait", type=Seconds(), default=api.CANCEL_WAIT, show_default=True,
               help="Seconds to wait for running jobs to be stopped before reporting.")
 @json_option
 @pass_app
@@ -42,70 +40,24 @@ def cancel(app, job_ids, queue, states, wait, as_json):
       queuectl cancel --queue build --state pending
       queuectl cancel --state blocked
     """
-    if job_ids and (queue or states):
-        raise InvalidInput("give job ids, or --queue/--state, not both")
-    if not job_ids and not queue and not states:
-        raise InvalidInput("give the ids of the jobs to cancel, or --queue and/or --state")
     waiting = patience()
-    store = app.store()
-    now = store.now()
-    if job_ids:
-        results = store.cancel(list(dict.fromkeys(job_ids)), now)
-    else:
-        chosen = [JobState(s) for s in states] or [JobState.PENDING, JobState.BLOCKED, JobState.FAILED,
-                                                   JobState.PROCESSING]
-        results = store.cancel_matching(check_queue(queue) if queue else None, chosen, now)
-    if not results:
+    report = api.cancel(app.store(), waiting, job_ids, queue, [JobState(s) for s in states], wait)
+    if not report:
         click.echo("no jobs to cancel", err=True)
         if as_json:
             print_json([])
         return
-    finals = _await_stops(store, [r.job_id for r in results if r.result == "requested"], wait, waiting)
-    report = []
-    for r in results:
-        was = r.state.value if r.state else None
-        if r.result == "cancelled":
-            state = "cancelled"
-        elif r.result == "requested":
-            state = finals[r.job_id]
-        else:
-            state = was
-        report.append({"id": r.job_id, "was": was, "state": state, "worker": r.worker, "error": r.message})
     if as_json:
-        print_json(report)
+        print_json([item.to_dict() for item in report])
     else:
         for item in report:
-            if item["error"] is None:
-                click.echo(f"{item['id']}: {_describe(item)}")
-    errors = [item["error"] for item in report if item["error"]]
+            if item.error is None:
+                click.echo(f"{item.id}: {item.description}")
+    errors = [item.error for item in report if item.error]
     for message in errors[:-1]:
         click.echo(f"queuectl: error: {message}", err=True)
     if errors:
         raise QueuectlError(errors[-1])
-
-
-def _describe(item: dict) -> str:
-    if item["was"] != "processing":
-        return "cancelled"
-    return {"cancelled": "stopped and cancelled",
-            "completed": "completed before the cancel took effect",
-            "processing": f"cancel requested; worker {item['worker']} is stopping it"}.get(item["state"], item["state"])
-
-
-#: Seconds between two reads of the jobs whose stop `cancel --wait` waits for.
-STOP_POLL = 0.05
-
-
-def _await_stops(store, job_ids: list[str], wait: float, waiting) -> dict[str, str]:
-    """Wait up to `wait` seconds for the jobs to leave processing, riding out outages with `waiting` (a
-    queuectl.outage.Patience); return each one's state then. Raises NotFound for a job gone meanwhile."""
-    from queuectl.waiting import wait_until
-
-    found, _ = wait_until(store, job_ids, lambda job: job.state != JobState.PROCESSING, waiting, wait, STOP_POLL)
-    missing = [j for j in job_ids if j not in found]
-    if missing:
-        raise NotFound(f"no job with id {missing[0]!r}")
-    return {j: found[j].state.value for j in job_ids}
 
 
 @click.command()
@@ -123,18 +75,14 @@ def retry(app, job_ids):
       queuectl retry job1
       queuectl retry build test    # test is after build
     """
-    store = app.store()
-    states = store.retry(list(job_ids), store.now())
+    states = api.retry(app.store(), job_ids)
     for job_id, state in zip(job_ids, states):
         click.echo(f"{job_id}: {state.value}")
 
 
 def _set_paused(app, queues, paused: bool) -> None:
-    names = [check_queue(q) for q in dict.fromkeys(queues)]
-    store = app.store()
-    changed = store.set_paused(names, paused, store.now())
     word = "paused" if paused else "resumed"
-    for name, did in zip(names, changed):
+    for name, did in api.set_paused(app.store(), queues, paused):
         click.echo(f"{name}: {word if did else ('already paused' if paused else 'not paused')}")
 
 
@@ -166,7 +114,7 @@ def resume(app, queues):
     _set_paused(app, queues, False)
 
 
-PURGEABLE = click.Choice([JobState.COMPLETED.value, JobState.CANCELLED.value, JobState.DEAD.value])
+PURGEABLE = click.Choice([s.value for s in api.PURGEABLE])
 
 
 @click.command()
@@ -191,33 +139,13 @@ def purge(app, states, older_than, queue, dry_run):
       queuectl purge --dry-run
       queuectl purge --state completed --older-than 12h --queue build
     """
-    from queuectl.settings import RETENTION, parse_duration
-
-    queue = check_queue(queue) if queue else None
-    chosen = list(dict.fromkeys(states)) or list(RETENTION)
-    store = app.store()
-    if older_than is not None:
-        age = parse_duration(older_than, "--older-than", forever=False)
-        if age is None:
-            raise InvalidInput("--older-than forever would delete nothing; give a duration such as 7d")
-        ages = dict.fromkeys(chosen, age)
-    else:
-        settings = store.settings()
-        ages = {s: settings[RETENTION[s]] for s in chosen if settings[RETENTION[s]] is not None}
-    now = store.now()
-    if dry_run:
-        click.echo(f"would remove {store.count_purgeable(ages, now, queue)} job(s)")
+    done = api.purge(app.store(), states, older_than, queue, dry_run)
+    if done.dry_run:
+        click.echo(f"would remove {done.removed} job(s)")
         return
-    removed = 0
-    while ages:
-        n = store.purge(ages, now, queue)
-        removed += n
-        if n < PURGE_BATCH:
-            break
-    click.echo(f"removed {removed} job(s)")
-    note = store.compact()
-    if note:
-        click.echo(note, err=note.startswith("not compacted"))
+    click.echo(f"removed {done.removed} job(s)")
+    if done.compacted:
+        click.echo(done.compacted, err=done.compacted.startswith("not compacted"))
 
 
 @click.command()
@@ -237,31 +165,10 @@ def metrics(app, output):
       queuectl metrics
       queuectl metrics --output /var/lib/prometheus/node-exporter/queuectl.prom
     """
-    import os
-
-    from queuectl.metrics import render
-    from queuectl.snapshot import take
+    from queuectl.api.status import metrics as read_metrics, write_metrics
 
     store = app.store()
-    if output is not None and not output.strip():
-        raise InvalidInput("--output is empty: give a file path")
-    text = render(take(store))
     if output is None:
-        click.echo(text, nl=False)
-        return
-    target = os.path.abspath(output)
-    if not os.path.isdir(os.path.dirname(target)):
-        raise InvalidInput(f"directory {os.path.dirname(target)} does not exist")
-    tmp = f"{target}.{os.getpid()}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # readable by node_exporter's user whatever the umask
-        os.replace(tmp, target)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise InvalidInput(f"cannot write {target}: {e.strerror}") from None
+        click.echo(read_metrics(store), nl=False)
+    else:
+        write_metrics(store, output)

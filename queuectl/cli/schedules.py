@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import dataclasses
-
 import click
 
-from queuectl.cli.common import HelpGroup, json_option, pass_app, print_json, print_table
+from queuectl.api import schedules as api
+from queuectl.cli.common import HelpGroup, json_option, note, pass_app, print_json, print_table
 from queuectl.errors import NotFound
 from queuectl.models import one_line
 
@@ -58,26 +56,10 @@ def add(app, name, template, cron, every, zone, overlap, replace):
       queuectl schedule add report --cron @daily --tz UTC '{"command":"report.sh","key":"report"}'
       queuectl schedule add tick --every 30s --overlap allow '{"command":"ping -c1 gw"}'
     """
-    from queuectl.errors import InvalidInput
-    from queuectl.jobspec import parse_template
-    from queuectl.recurrence import check_name, local_zone, parse_rule
-
-    check_name(name)
-    if every is not None and zone is not None:
-        raise InvalidInput("--tz applies to --cron only: the slots of --every are its multiples since 1970-01-01 UTC")
-    rule = parse_rule(cron, every, zone or "UTC")  # bad input: refused before the store is opened
-    fields = parse_template(template, overlap == "allow")
-    store = app.store()
-    if zone is None and replace and cron is not None:
-        zone = next((s.zone for s in store.schedules(name)), None)  # replaced: its zone stays
-    if zone is None and cron is not None:
-        zone, tz = local_zone(), os.environ.get("TZ", "").lstrip(":")
-        if tz and tz != zone:
-            click.echo(f"queuectl: warning: $TZ ({tz}) names no time zone; the schedule takes {zone}"
-                       " (give --tz)", err=True)
-    rule = dataclasses.replace(rule, zone=zone or local_zone())  # a stored or host zone: valid, the rule read once
-    sched = store.add_schedule(name, rule, fields, overlap, store.now(), replace=replace)
-    click.echo(f"{sched.name}: {rule.text} ({rule.zone}); next run {rule.local(sched.next_at)}")
+    new = api.draft(name, template, cron, every, zone, overlap)  # bad input: refused before the store is opened
+    added = api.add(app.store(), new, replace, warn=lambda line: note(f"warning: {line}"))
+    rule = added.rule
+    click.echo(f"{added.schedule.name}: {rule.text} ({rule.zone}); next run {rule.local(added.schedule.next_at)}")
 
 
 @schedule.command(name="list")
@@ -90,7 +72,7 @@ def list_(app, as_json):
     Example:
       queuectl schedule list --json
     """
-    schedules = app.store().schedules()
+    schedules = api.list_schedules(app.store())
     if as_json:
         print_json([s.to_dict() for s in schedules])
         return
@@ -101,10 +83,10 @@ def list_(app, as_json):
                   "yes" if s.paused_at else "-", one_line(s.template["command"], 40)] for s in schedules])
 
 
-def _each(names, results, done: str, already: str) -> None:
-    """Print a line per schedule; raise NotFound (exit 1) naming the unknown ones, after the others."""
-    unknown = [n for n, r in zip(names, results) if r is None]
-    for name, result in zip(names, results):
+def _each(results, done: str, already: str) -> None:
+    """Print a line per (schedule, result); raise NotFound (exit 1) naming the unknown ones, after the others."""
+    unknown = [n for n, r in results if r is None]
+    for name, result in results:
         if result is not None:
             click.echo(f"{name}: {done if result else already}")
     if unknown:
@@ -121,9 +103,7 @@ def rm(app, names):
     Example:
       queuectl schedule rm nightly
     """
-    names = list(dict.fromkeys(names))
-    removed = app.store().remove_schedules(names)
-    _each(names, [True if r else None for r in removed], "removed", "")
+    _each(api.remove(app.store(), names), "removed", "")
 
 
 @schedule.command()
@@ -153,8 +133,6 @@ def resume(app, names):
 
 
 def _set_paused(app, names, paused: bool) -> None:
-    names = list(dict.fromkeys(names))
-    store = app.store()
-    _each(names, store.set_schedules_paused(names, paused, store.now()), *(
+    _each(api.set_paused(app.store(), names, paused), *(
         ("paused", "already paused") if paused else ("resumed", "not paused")))
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import click
 
-from queuectl.cli.common import MOST_SLOTS, HelpGroup, Seconds, is_postgres, pass_app, patience
+from queuectl.cli.common import MOST_SLOTS, HelpGroup, Seconds, note, pass_app, patience
 from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
 
 
@@ -80,64 +79,26 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
         raise InvalidInput("--pidfile and --log-file go with --daemon")
 
     def make_worker():
-        return Worker(_open_store(app, wait=not burst), name=name, slots=count, queues=queues, burst=burst,
+        return Worker(app.worker_store(wait=not burst, say=note), name=name, slots=count, queues=queues, burst=burst,
                       unit=os.environ.get("QUEUECTL_UNIT") or None)
 
     if daemon:
         if os.environ.get("NOTIFY_SOCKET"):
             raise InvalidInput("--daemon cannot run under systemd (NOTIFY_SOCKET is set): the unit starts the"
                                " worker in the foreground")
-        if not is_postgres(app):
+        if not app.is_postgres:
             app.db = os.path.abspath(app.db_path())  # the daemon works in /: a relative path must keep its file
         # Check the database and settings while errors can still reach the terminal. Close the
         # check's selector now: the daemon closes every inherited fd, and a late garbage collection
         # of this epoll object would then close the daemon's own selector, reusing the same number.
         make_worker().runner.close()
         app.close()
-        log_file = os.path.abspath(log_file or os.path.join(_log_dir(app), f"worker-{name}.log"))
+        log_file = os.path.abspath(log_file or os.path.join(app.log_dir(), f"worker-{name}.log"))
         from queuectl.daemonize import detach
 
         detach(pidfile and os.path.abspath(pidfile), log_file)  # from here on we are the daemon
     logsetup.configure(verbose=verbose)
     sys.exit(make_worker().run())
-
-
-#: Seconds between tries of an unreachable PostgreSQL server at start under systemd: doubling up to the max.
-CONNECT_RETRY_MIN, CONNECT_RETRY_MAX = 1.0, 16.0
-
-
-def _open_store(app, wait: bool = True):
-    """The worker's store. Under systemd, a PostgreSQL server that cannot be reached yet (it boots, the
-    network comes up: DatabaseUnavailable) is waited for, with STATUS= saying so, retrying every
-    CONNECT_RETRY_MIN to CONNECT_RETRY_MAX seconds: systemd's TimeoutStartSec bounds the wait, and
-    restarting at once would soon hit the unit's start limit. Elsewhere, with `wait` False (a burst
-    worker: a batch that cannot reach its database fails rather than hangs, whoever started it), and
-    on any other error, the error (DatabaseUnavailable, ...) ends the command."""
-    from queuectl.errors import DatabaseUnavailable
-    from queuectl.notify import Notifier
-
-    notifier, pause, said = Notifier(), CONNECT_RETRY_MIN, None
-    while True:
-        try:
-            return app.store(durable=False, session=True)
-        except DatabaseUnavailable as e:
-            if not (wait and notifier.enabled and is_postgres(app)):
-                raise
-            if str(e) != said:
-                click.echo(f"queuectl: {e}; waiting for it", err=True)
-                said = str(e)
-            notifier.status(f"waiting for the database: {e}")
-            time.sleep(pause)
-            pause = min(pause * 2, CONNECT_RETRY_MAX)
-
-
-def _log_dir(app) -> str:
-    """Where a detached worker logs by default: beside a SQLite database, else $XDG_STATE_HOME/queuectl."""
-    if not is_postgres(app):
-        return os.path.dirname(app.db_path())
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    os.makedirs(os.path.join(base, "queuectl"), exist_ok=True)
-    return os.path.join(base, "queuectl")
 
 
 @worker.command()
@@ -162,20 +123,13 @@ def stop(app, names, timeout, force):
       queuectl worker stop builder --timeout 60
       queuectl worker stop --force
     """
-    from queuectl.control import select_workers, stop_workers
+    from queuectl.api.workers import stop as stop_workers
 
-    waiting = patience()
-    targets = select_workers(app.store().workers(), names)
-    if not targets:
+    waiting = patience()  # a bad QUEUECTL_OUTAGE_LIMIT refused first
+    results = stop_workers(app.store(), waiting, names, timeout, force)
+    if not results:
         click.echo("no workers are running on this host", err=True)
         return
-    store = app.store()
-
-    def draining(w) -> bool:
-        now = waiting.poll(lambda: store.worker_by_name(w.name), default=w)  # unknown yet: as it was
-        return now is None or now.id != w.id or now.draining_since is not None
-
-    results = stop_workers(targets, timeout, force=force, draining=draining)
     for r in results:
         click.echo(f"{r.name} (pid {r.pid}): {r.outcome}")
     late = [r.name for r in results if r.outcome == "timeout"]

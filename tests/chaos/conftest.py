@@ -15,7 +15,7 @@ from typing import Sequence
 import pytest
 
 from conftest import require  # tests/conftest.py
-from figures import report_figures  # tests/figures.py
+from support.figures import report_figures  # tests/support/figures.py
 from queuectl.store import is_uri, open_store
 
 

@@ -26,7 +26,6 @@ from queuectl.store.limits import RATE_SLACK
 
 from .conftest import integrity
 
-pytestmark = pytest.mark.chaos
 
 BACKOFF_BASE = 2  # a retry after the n-th failure waits 2**n s
 

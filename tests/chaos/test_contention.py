@@ -17,13 +17,11 @@ import threading
 import time
 from collections import Counter
 
-import pytest
 
 from conftest import QUEUECTL, configure, wait_for
 
 from .conftest import integrity
 
-pytestmark = pytest.mark.chaos
 
 PRODUCERS = 8
 SINGLES = 50

@@ -23,7 +23,6 @@ from queuectl.store import SqliteStore
 
 from .conftest import cpu_seconds, integrity, require_privilege
 
-pytestmark = pytest.mark.chaos
 
 OUTPUT = 2 * 1024 * 1024  # bytes each big job prints: more than the WAL holds before the disk fills
 

@@ -1,6 +1,6 @@
 """Failover: the primary stops at once mid-drain and its synchronous standby is promoted.
 
-A primary and a streaming standby of its own (tests/pgserver.py: pg_basebackup -R, listed in the
+A primary and a streaming standby of its own (tests/support/pgserver.py: pg_basebackup -R, listed in the
 primary's synchronous_standby_names) serve one queue, which every queuectl process reaches through
 the multi-host URI `postgresql://postgres@127.0.0.1:P1,127.0.0.1:P2/db?target_session_attrs=read-write`.
 Two workers of two slots drain a few hundred jobs of 0 to 50 ms that log every run (tests/chaos/load.py),
@@ -29,12 +29,11 @@ import time
 import pytest
 
 from conftest import QUEUECTL, require_postgres, wait_for
-from pgserver import PgServer
+from support.pgserver import PgServer
 from queuectl.worker import RUN_LOST
 
 from .test_postgres_faults import Fleet
 
-pytestmark = pytest.mark.chaos
 
 DBNAME = "failover"
 JOBS = 400
@@ -198,7 +197,7 @@ def fleet_on_pair(db, pair, run_cli, workers, tmp_path) -> Fleet:
 @pytest.mark.parametrize("pair", [False], ids=["asynchronous"], indirect=True)
 def test_failover_to_an_asynchronous_standby_behind_loses_what_it_had_not_received(
         pair, db, fleet_on_pair, run_cli, tmp_path, figures):
-    """What the README says asynchronous replication can lose, shown: the standby stops receiving (stopped,
+    """What docs/postgresql.md says asynchronous replication can lose, shown: the standby stops receiving (stopped,
     as a standby that lags far behind) while the primary acknowledges an enqueue, a job's recorded end and a
     cancel; the primary then fails and the standby is promoted without them."""
     primary, standby = pair

@@ -27,7 +27,6 @@ from queuectl.store import is_uri
 from .conftest import integrity
 from .load import RunLog
 
-pytestmark = pytest.mark.chaos
 
 JOBS = {"sqlite": 10_000, "postgresql": 2_500}
 MIN_KILLS = 50  # a storm that ends sooner (a fast machine) gets another TOP_UP jobs until it has killed this often

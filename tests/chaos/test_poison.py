@@ -21,7 +21,6 @@ from queuectl.models import JobState
 
 from .conftest import integrity
 
-pytestmark = pytest.mark.chaos
 
 ORDINARY = 300
 DEADLINE = 180  # seconds; about 20 here

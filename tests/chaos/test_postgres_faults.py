@@ -12,7 +12,7 @@ workers' jobs running through it are not recovered: one of the two workers runs 
 host (another hostname and boot id, so that it is judged by watching its heartbeat count) and
 after 30 s without a heartbeat neither worker takes the other's jobs.
 
-The tests use the session's server (tests/pgserver.py); a test that stops it starts it again.
+The tests use the session's server (tests/support/pgserver.py); a test that stops it starts it again.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from conftest import QUEUECTL, configure, wait_for
 from .conftest import integrity, require_privilege
 from .load import RunLog
 
-pytestmark = pytest.mark.chaos
 
 #: Heartbeats every second; a worker silent for 10 s is stale: well inside the storm's and the
 #: outage's length, so that a recovery that should not happen would. (The restarts, each a second

@@ -4,7 +4,7 @@ Host A and host B are booted in parallel from overlays of this machine's root
 (tests/system/container.py), each with a hostname (host-a, host-b), a PID namespace and a
 boot id of its own: systemd-nspawn bind-mounts a fresh random file over
 /proc/sys/kernel/random/boot_id by itself. They share this machine's network, so their
-workers reach the session's PostgreSQL server (tests/pgserver.py) on 127.0.0.1, and
+workers reach the session's PostgreSQL server (tests/support/pgserver.py) on 127.0.0.1, and
 this test process reaches it too: it enqueues, configures and reads jobs from outside both
 hosts. queuectl runs inside from this source tree with Debian's python3
 (/usr/local/bin/queuectl), each worker as a transient systemd unit (`systemd-run`,
@@ -35,8 +35,8 @@ from pathlib import Path
 import pytest
 
 from conftest import queuectl, require, wait_for  # tests/conftest.py
-from figures import report_figures  # tests/figures.py
-from pgserver import PgServer  # tests/pgserver.py
+from support.figures import report_figures  # tests/support/figures.py
+from support.pgserver import PgServer  # tests/support/pgserver.py
 from system.container import Container, boot_all, debian_python_missing, install_source, missing_prerequisites
 
 TIER = "multihost"

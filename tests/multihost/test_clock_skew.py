@@ -13,13 +13,11 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
 
 from conftest import require
 
 from .conftest import FAKETIME_LIB, FAST_LIVENESS, TIER, configure, enqueue, faketime_env, job, wait_completed
 
-pytestmark = pytest.mark.multihost
 
 SKEW = 3600
 BACKOFF_BASE = 2  # the retry after the n-th failure waits 2**n s

@@ -17,11 +17,10 @@ from collections import Counter
 import pytest
 
 from conftest import require, wait_for
-from pgserver import PgServer
+from support.pgserver import PgServer
 
 from .conftest import FAST_LIVENESS, TIER, configure, enqueue, overlapping, status, wait_completed
 
-pytestmark = pytest.mark.multihost
 
 JOBS = 300
 JOB_SECONDS = 0.2

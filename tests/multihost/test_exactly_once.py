@@ -6,13 +6,11 @@ import json
 import time
 from collections import Counter
 
-import pytest
 
 from conftest import queuectl
 
 from .conftest import configure, enqueue, wait_completed
 
-pytestmark = pytest.mark.multihost
 
 JOBS = 1000
 WORKERS = 2  # per host

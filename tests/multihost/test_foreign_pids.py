@@ -25,7 +25,6 @@ from conftest import wait_for
 
 from .conftest import FAST_LIVENESS, configure, enqueue, job, sql, status
 
-pytestmark = pytest.mark.multihost
 
 STALE_AFTER = float(FAST_LIVENESS["stale-after"])
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import time
 
-import pytest
 
 from conftest import wait_for
 
 from .conftest import FAST_LIVENESS, configure, enqueue, job, status
 
-pytestmark = pytest.mark.multihost
 
 STALE_AFTER = float(FAST_LIVENESS["stale-after"])
 HEARTBEAT = float(FAST_LIVENESS["heartbeat-interval"])

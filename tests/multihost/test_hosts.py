@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 
-import pytest
 
-pytestmark = pytest.mark.multihost
 
 
 def this_machine() -> dict[str, str]:

@@ -8,13 +8,11 @@ import json
 from collections import Counter
 from datetime import datetime
 
-import pytest
 
 from conftest import queuectl, wait_for
 
 from .conftest import configure, enqueue, faketime_env, sql, status, wait_completed
 
-pytestmark = pytest.mark.multihost
 
 
 def slot_of(job_id: str) -> float:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import threading
 
-import pytest
 
-pytestmark = pytest.mark.multihost
 
 #: Five lines 0.3 s apart, then exit 3 (no retries): the job ends dead.
 JOB = {"id": "remote", "command": "for i in 1 2 3 4 5; do echo line $i; echo err $i >&2; sleep 0.3; done; exit 3",

@@ -15,7 +15,6 @@ import pytest
 
 from .conftest import REPO, require, until
 
-pytestmark = pytest.mark.system
 
 SRV = "/srv/queuectl.deb"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 
 from conftest import queuectl  # tests/conftest.py: queuectl on this machine
 from queuectl.store import open_store
@@ -13,7 +12,6 @@ from queuectl.store import open_store
 from .conftest import require, until
 from .container import debian_python_missing
 
-pytestmark = pytest.mark.system
 
 
 def q(c, *args, check=True, user=None):

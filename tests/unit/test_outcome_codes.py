@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from queuectl.store import Outcome
-from storeops import claim, finish
-from test_store import NOW, add, ok, register
+from support.storeops import claim, finish
+from unit.test_store import NOW, add, ok, register
 
 
 @pytest.fixture

@@ -1,0 +1,75 @@
+"""Following a job's output as it is written: what `queuectl logs --follow` (and `enqueue --follow`) do.
+
+A worker records what a running job has written every worker.OUTPUT_EVERY seconds (only while
+it has written something new), appended to the job's stored output, which keeps the last
+output-limit bytes of each stream as the final record does. The follower reads the job and
+the bytes past those it has printed every POLL seconds, in one statement (SqlStore.read_output),
+from this host or any other on PostgreSQL; text appears within OUTPUT_EVERY + POLL seconds of
+its writing. When a retry starts another attempt, the follower says so on stderr and follows
+that one from its first byte. Bytes that passed out of the kept tail before they were read are
+named in a line on stderr, not printed. The reads ride out an outage of the database
+(queuectl.api.outage): the attempt followed and the byte positions printed are kept across it, so
+nothing is printed twice or left out.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import BinaryIO, Callable
+
+from queuectl.models import Job
+from queuectl.api.outage import Patience
+from queuectl.store import Store
+
+#: Seconds between two reads of the followed job.
+POLL = 0.2
+
+
+def follow(store: Store, job_id: str, out: BinaryIO, err: BinaryIO, note: Callable[[str], None],
+           sleep: Callable[[float], None] = time.sleep, patience: Patience | None = None) -> Job:
+    """Print job `job_id`'s stdout to `out` and its stderr to `err` until it has ended; return it as it ended.
+
+    Starts with what the job's current attempt has written so far (what the output limit still
+    holds); a pending or blocked job is waited for. `note` gets one line for each retry followed
+    and for bytes lost. Reads go through `patience` (default: one with `note` and `sleep`), which
+    rides out an outage of the database and raises DatabaseUnavailable when it gives up (the
+    environment's limit: queuectl.api.outage; InvalidConfig for a bad one). Raises NotFound if there
+    is no such job.
+    """
+    if patience is None:
+        patience = Patience(note, sleep=sleep)
+    attempt: int | None = None  # the attempt followed (None: none yet)
+    positions = (0, 0)  # bytes of that attempt's stdout and stderr printed
+    error = None  # why the attempt followed failed, as last read (the claim of the next attempt clears it)
+    while True:
+        job, stored = patience.read(lambda: store.read_output(job_id, attempt, positions))
+        current = job.attempts or None
+        if attempt is not None and current is not None and current > attempt:
+            why = f" ({error})" if error else ""
+            note(f"attempt {attempt} ended{why}; following attempt {current}")
+            positions = (0, 0)
+        error = job.last_error or error if current == attempt else job.last_error
+        attempt = current or attempt
+        if stored is not None and attempt is not None and stored.attempt in (attempt, None):
+            positions = _print(stored, positions, out, err, note)
+        if job.state.ended:
+            return job
+        sleep(POLL)
+
+
+def _print(stored, positions: tuple[int, int], out: BinaryIO, err: BinaryIO,
+           note: Callable[[str], None]) -> tuple[int, int]:
+    """Write the bytes of `stored` past `positions`; return the new positions."""
+    moved = []
+    for (name, stream), data, start, position, total in zip(
+            (("stdout", out), ("stderr", err)), (stored.stdout, stored.stderr),
+            (stored.stdout_from, stored.stderr_from), positions, stored.written):
+        if total <= position:
+            moved.append(position)
+            continue
+        if start > position:
+            note(f"{start - position} bytes of {name} were not kept (output-limit) and are not shown")
+        stream.write(data[max(0, position - start):])
+        stream.flush()
+        moved.append(total)
+    return moved[0], moved[1]

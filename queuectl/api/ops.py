@@ -1,0 +1,148 @@
+"""Operator actions on jobs and queues: cancel (and its wait for running jobs to stop), retry, dead
+letter queue retry, pause and resume, purge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from queuectl.errors import InvalidInput
+from queuectl.models import JobState
+
+#: The states `cancel` takes jobs from, and those it picks by default when it chooses by queue or state.
+CANCELLABLE = (JobState.PENDING, JobState.BLOCKED, JobState.FAILED, JobState.PROCESSING)
+#: The finished states `purge` deletes (each kept by its keep-* setting: queuectl.settings.RETENTION).
+PURGEABLE = (JobState.COMPLETED, JobState.CANCELLED, JobState.DEAD)
+#: Seconds `cancel` waits by default for running jobs to be stopped.
+CANCEL_WAIT = 10.0
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What a cancel did to one job: its state before (`was`; None: no such job) and after (`state`: a
+    running one's once stopped, or still "processing" if its worker had not stopped it in time), its
+    worker if it was running, and why it could not be cancelled (`error`; None if it was)."""
+
+    id: str
+    was: str | None
+    state: str | None
+    worker: str | None
+    error: str | None
+
+    def to_dict(self) -> dict:
+        """Return the result as `cancel --json` prints it."""
+        return {"id": self.id, "was": self.was, "state": self.state, "worker": self.worker, "error": self.error}
+
+    @property
+    def description(self) -> str:
+        """What happened, in words ("cancelled", "stopped and cancelled", ...)."""
+        if self.was != "processing":
+            return "cancelled"
+        return {"cancelled": "stopped and cancelled",
+                "completed": "completed before the cancel took effect",
+                "processing": f"cancel requested; worker {self.worker} is stopping it"}.get(self.state, self.state)
+
+
+def cancel(store, patience, job_ids: Sequence[str] = (), queue: str | None = None,
+           states: Sequence[JobState] = (), wait: float = CANCEL_WAIT) -> list[Cancelled]:
+    """Cancel jobs by id, or those of `queue` and/or in `states` (default: every CANCELLABLE state).
+
+    Pending, blocked and failed jobs are cancelled at once, with their dependants; a running
+    one's worker is asked to stop it, and this waits up to `wait` seconds for that (reads
+    through `patience`, queuectl.api.outage.Patience; DatabaseUnavailable when it gives up; the
+    cancel stays requested). Unknown ids and jobs in other states come back with an `error`.
+    Raises InvalidInput for ids with a queue or states, or for neither; NotFound for a job
+    deleted while waited for.
+    """
+    from queuectl.api.waiting import wait_for_stop
+    from queuectl.jobspec import check_queue
+
+    if job_ids and (queue or states):
+        raise InvalidInput("give job ids, or --queue/--state, not both")
+    if not job_ids and not queue and not states:
+        raise InvalidInput("give the ids of the jobs to cancel, or --queue and/or --state")
+    now = store.now()
+    if job_ids:
+        results = store.cancel(list(dict.fromkeys(job_ids)), now)
+    else:
+        results = store.cancel_matching(check_queue(queue) if queue else None,
+                                        list(dict.fromkeys(states)) or list(CANCELLABLE), now)
+    requested = [r.job_id for r in results if r.result == "requested"]
+    stopped = wait_for_stop(store, requested, patience, wait) if requested else {}
+    report = []
+    for r in results:
+        was = r.state.value if r.state else None
+        if r.result == "requested":
+            state = stopped[r.job_id].state.value
+        else:
+            state = "cancelled" if r.result == "cancelled" else was
+        report.append(Cancelled(r.job_id, was, state, r.worker, r.message))
+    return report
+
+
+def retry(store, job_ids: Sequence[str]) -> list[JobState]:
+    """Move dead or cancelled jobs back to pending (blocked if after unfinished jobs), attempts reset to 0,
+    all or none; return each one's new state. Raises NotFound and Conflict (see Store.retry)."""
+    return store.retry(list(job_ids), store.now())
+
+
+def dlq_retry(store, job_ids: Sequence[str]) -> list[JobState]:
+    """Move dead jobs (the dead letter queue) back to pending, attempts reset to 0, all or none; return
+    each one's new state. Raises NotFound and Conflict (see Store.dlq_retry)."""
+    return store.dlq_retry(list(job_ids), store.now())
+
+
+def set_paused(store, queues: Sequence[str], paused: bool) -> list[tuple[str, bool]]:
+    """Pause (workers claim none of their jobs) or resume queues; return (queue, whether it changed) for
+    each queue named once. Kept in the database until changed. Raises InvalidInput for a bad name."""
+    from queuectl.jobspec import check_queue
+
+    names = [check_queue(q) for q in dict.fromkeys(queues)]
+    return list(zip(names, store.set_paused(names, paused, store.now())))
+
+
+@dataclass(frozen=True)
+class Purged:
+    """What a purge did: the jobs deleted (or that would be, with `dry_run`) and what compaction said
+    (None: nothing to say; a note starting "not compacted" is a warning)."""
+
+    removed: int
+    dry_run: bool = False
+    compacted: str | None = None
+
+
+def purge(store, states: Sequence[str] = (), older_than: str | None = None, queue: str | None = None,
+          dry_run: bool = False) -> Purged:
+    """Delete finished jobs and their output now, as retention does, and give the space back.
+
+    `states`: of PURGEABLE (default: all); `older_than`: a duration since they finished (90s, 12h,
+    7d; "0" for all; default: each state's keep-* setting, none for a state kept forever). Goes in
+    batches of queuectl.store.PURGE_BATCH jobs (short transactions that let workers go on).
+    Raises InvalidInput for a bad queue, state or duration (and "forever").
+    """
+    from queuectl.jobspec import check_queue
+    from queuectl.settings import RETENTION, kept_ages, parse_duration
+    from queuectl.store import PURGE_BATCH
+
+    queue = check_queue(queue) if queue else None
+    chosen = list(dict.fromkeys(states)) or list(RETENTION)
+    bad = [s for s in chosen if s not in RETENTION]
+    if bad:
+        raise InvalidInput(f"cannot purge {bad[0]} jobs: only {', '.join(RETENTION)} ones")
+    if older_than is not None:
+        age = parse_duration(older_than, "--older-than", forever=False)
+        if age is None:
+            raise InvalidInput("--older-than forever would delete nothing; give a duration such as 7d")
+        ages = dict.fromkeys(chosen, age)
+    else:
+        ages = kept_ages(store.settings(), chosen)
+    now = store.now()
+    if dry_run:
+        return Purged(store.count_purgeable(ages, now, queue), dry_run=True)
+    removed = 0
+    while ages:
+        n = store.purge(ages, now, queue)
+        removed += n
+        if n < PURGE_BATCH:
+            break
+    return Purged(removed, compacted=store.compact())

@@ -1,0 +1,65 @@
+"""The queue's state for people and for Prometheus: the status report and the metrics text (and its file)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The held idempotency keys a status report lists, at most (by key; it says how many there are in all).
+KEYS_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class Status:
+    """A status report: the snapshot (queuectl.api.snapshot.Snapshot), up to KEYS_SHOWN held keys as
+    (key, job id, JobState) with how many are held in all, and this host's worker units
+    (queuectl.units.show: systemd's properties of each, by Id; empty without systemd)."""
+
+    snapshot: object
+    keys: list
+    keys_held: int
+    units: list[dict[str, str]]
+
+    def to_dict(self) -> dict:
+        """Return the report as `status --json` prints it."""
+        from queuectl.models import iso
+
+        snap = self.snapshot
+        return {"jobs": snap.totals, "queues": snap.counts,
+                "keys": [{"key": k, "id": job_id, "state": state.value} for k, job_id, state in self.keys],
+                "keys_held": self.keys_held,
+                "paused": {q: iso(t) for q, t in snap.paused.items()},
+                "limits": {q: lim.to_dict() for q, lim in snap.limits.items()},
+                "schedules": [sch.to_dict() for sch in snap.schedules],
+                "oldest_ready_age": {q: round(a, 3) for q, a in snap.oldest_ready.items()},
+                "retention": snap.retention,
+                "workers": [w.info.to_dict(w.heartbeat_age, w.state) for w in snap.workers],
+                "units": [{"unit": u["Id"], "active_state": u.get("ActiveState"), "sub_state": u.get("SubState"),
+                           "n_restarts": int(u.get("NRestarts") or 0), "status_text": u.get("StatusText", ""),
+                           "main_pid": int(u.get("MainPID") or 0)} for u in self.units]}
+
+
+def status(store) -> Status:
+    """Read the status report: job counts by queue and state, limits, schedules, held keys, workers and
+    this host's worker units. Raises what the store's reads raise."""
+    from queuectl import units
+    from queuectl.api.snapshot import take
+
+    snap = take(store)
+    keys, keys_held = store.held_keys(KEYS_SHOWN)
+    return Status(snap, keys, keys_held, units.show())
+
+
+def metrics(store) -> str:
+    """Return the queue's metrics in the Prometheus text format (queuectl.api.metrics.render)."""
+    from queuectl.api.metrics import render
+    from queuectl.api.snapshot import take
+
+    return render(take(store))
+
+
+def write_metrics(store, path: str) -> str:
+    """Write the metrics to `path` atomically (queuectl.api.metrics.write_file); return its absolute path.
+    Raises InvalidInput for a path that cannot be written."""
+    from queuectl.api.metrics import check_target, write_file
+
+    return write_file(metrics(store), check_target(path))

@@ -1,0 +1,420 @@
+"""The worker's loop: one thread that claims jobs, runs them in up to N slots, and does its duties.
+
+The thread sleeps in the runner's select() until a job ends, output arrives, a wake-up comes
+(queuectl.worker.wakeups), or a timer (heartbeat, poll, a record's deadline, a duty) is due,
+and then `tick(now)` does what is due, in a fixed order: start claimed jobs in free slots;
+write the heartbeat and run the heartbeat's duties; on a stop, give back what has not
+started; run the duties before the exchange; exchange with the store when a record is due or a
+claim is wanted, and start what it claimed; run the periodic duties. The rules of each part
+have their own module: claims in queuectl.worker.claims, records in queuectl.worker.ledger and
+queuectl.worker.exchange, outages and the watchdog in queuectl.worker.outage, heartbeats and
+STATUS= in queuectl.worker.health, the duties in queuectl.worker.duties.
+
+No job starts while the database fails, nor while the last heartbeat is older than
+stale-after / 2 (queuectl.worker.health).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from queuectl import procs
+from queuectl import settings as settings_mod
+from queuectl.backoff import last_attempt
+from queuectl.clock import Instant
+from queuectl.errors import DatabaseError, InvalidConfig, InvalidInput, QueuectlError
+from queuectl.models import Job, one_line
+from queuectl.notify import Notifier
+from queuectl.runner import JobEnvironment, Runner
+from queuectl.signals import on_stop
+from queuectl.store import Store, WorkerGone
+from queuectl.worker.claims import ClaimPolicy
+from queuectl.worker.duties import run_due, wake_at
+from queuectl.worker.duties.cancels import Cancels
+from queuectl.worker.duties.recovery import Recovery, RecoveryDuty
+from queuectl.worker.duties.retention import Retention
+from queuectl.worker.duties.schedules import Schedules
+from queuectl.worker.exchange import Exchanger
+from queuectl.worker.health import Health, Stats, status_line
+from queuectl.worker.ledger import Ledger
+from queuectl.worker.output import OUTPUT_EVERY
+from queuectl.worker.outage import Outage
+from queuectl.worker.wakeups import Wakeups
+
+log = logging.getLogger("queuectl.worker")
+
+_NAME = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
+
+EXIT_OK = 0
+EXIT_LOST = 1  # another worker declared this one dead and took its jobs
+EXIT_CONFIG = 78
+
+
+def default_name() -> str:
+    """Return a worker name unique on this host: HOSTNAME-PID."""
+    return f"{procs.hostname()}-{os.getpid()}"
+
+
+def check_name(name: str) -> str:
+    """Return `name` if it is a valid worker name; raises InvalidInput."""
+    if not _NAME.fullmatch(name):
+        raise InvalidInput("worker name must be 1-64 characters of letters, digits and ._:@-")
+    return name
+
+
+@dataclass
+class Worker:
+    """A worker process bound to one store.
+
+    `slots` is how many jobs run at once; `queues` limits claiming (empty: every queue);
+    `burst` exits once no job is ready, waiting for a retry, running here, or held by a
+    dead or stale worker. `clock` gives Unix seconds (default: the store's clock, which on
+    PostgreSQL is the server's), `monotonic` CLOCK_MONOTONIC seconds (timers, liveness and
+    due times: see queuectl.clock); both injectable, and `tick` is one turn of the loop,
+    which a test may drive. Raises InvalidInput for a bad name or slot count, InvalidConfig
+    for inconsistent settings.
+    """
+
+    store: Store
+    name: str
+    slots: int = 1
+    queues: Sequence[str] = ()
+    burst: bool = False
+    unit: str | None = None
+    clock: Callable[[], float] | None = None
+    monotonic: Callable[[], float] = time.monotonic
+    worker_id: int | None = None
+    stats: Stats = field(default_factory=Stats)
+    stop_requests: int = 0
+    notifier: Notifier = field(default_factory=Notifier)
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
+        if self.clock is None:
+            self.clock = self.store.clock
+        if self.slots < 1:
+            raise InvalidInput("a worker needs at least 1 slot")
+        self.config = self._load_settings()
+        self.runner = Runner(self.config["output-limit"], clock=self.monotonic)
+        self.recovery = Recovery(self.store, self.queues)
+        self.claims = ClaimPolicy(self.store, self.queues, self.slots)
+        self.ledger = Ledger()
+        self.exchange = Exchanger(self)
+        self.outage = Outage(self.notifier, self.recovery.watch, self.monotonic)
+        self.health = Health(self.notifier, self.recovery.watch, self.monotonic)
+        self.wakeups = Wakeups(self.store, self.runner)
+        self.cancels = Cancels(self)
+        self.at_heartbeat = [RecoveryDuty(self, self.recovery)]  # the duties run after each heartbeat
+        self.before_exchange = [self.cancels]  # their give-backs go with the exchange of the same turn
+        self.periodic = [Retention(self), Schedules(self)]  # not while draining
+        self.exit_code: int | None = None
+        self._draining_recorded = False
+        self._env = JobEnvironment()
+        self.wakeups.listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
+
+    # The claim policy's state, under the names tests and tools have used.
+    @property
+    def reserve(self):
+        """The jobs claimed and not started (the claim policy's reserve)."""
+        return self.claims.reserve
+
+    @property
+    def prefetch(self) -> int:
+        """Jobs claimed ahead at most while jobs are short."""
+        return self.claims.prefetch
+
+    @property
+    def _short(self) -> bool:
+        return self.claims.short
+
+    @_short.setter
+    def _short(self, value: bool) -> None:
+        self.claims.short = value
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Register, work until stopped (or, with burst, until idle), deregister; return an exit code."""
+        with on_stop(self.request_stop) as wake:
+            self.wakeups.open(wake, os.getpid())
+            self.register()  # the loop's first heartbeat, at once, recovers what dead workers left
+            self.notifier.ready(self._status_line())
+            code = None
+            try:
+                code = self._loop(wake)
+            finally:
+                # Deregister only after a clean stop: a worker declared dead has no row left, and
+                # one that crashed leaves its row for recovery to find.
+                if code == EXIT_OK and not self.outage.unregistered_stop:
+                    try:  # a --burst drain may end before its next heartbeat would have done it
+                        self.store.maintain(self.worker_id)
+                    except QueuectlError as e:
+                        log.warning("housekeeping at exit skipped: %s", e)
+                    self.store.deregister(self.worker_id)
+                self.runner.close()
+                self.wakeups.close()
+        return code
+
+    def request_stop(self, signum: int) -> None:
+        """Record a stop request (a signal handler: no I/O here). The second one forces the stop."""
+        self.stop_requests += 1
+
+    def register(self) -> None:
+        """Register this incarnation; recover at once the jobs a dead predecessor of the same name left.
+
+        Raises Conflict if a live worker already has this name.
+        """
+        now = self.now()
+        previous = self.recovery.predecessor(self.name, now, self.config["stale-after"])
+        info = {
+            "name": self.name, "host": procs.hostname(), "boot_id": procs.boot_id(), "pid": os.getpid(),
+            "pid_start": procs.process_start_time(os.getpid()), "pid_ns": procs.pid_namespace(), "uid": os.geteuid(),
+            "slots": self.slots,
+            "queues": list(self.queues), "unit": self.unit,
+        }
+        self.worker_id, recovered = self.store.register_worker(
+            info, now, replace=previous.id if previous else None, config=self.config,
+            replace_seen=previous.seen if previous else None)
+        self.recovery.report(recovered, "its previous incarnation")
+        self.stats.recovered = self.recovery.recovered
+        log.info("worker %s started: %d slot(s), queues %s", self.name, self.slots,
+                 ",".join(self.queues) or "(all)")
+
+    def now(self) -> Instant:
+        """Return this worker's clocks now: the wall clock, the monotonic clock and its domain."""
+        return Instant(self.clock(), self.monotonic(), procs.clock_domain())
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def _loop(self, wake) -> int:
+        announced = 0
+        while True:
+            if self.stop_requests > announced:
+                announced = self._on_stop_request(announced)
+            wait = self.tick()
+            if wait is None:
+                if self.stop_requests > announced:  # a signal during the last turn: it still says STOPPING=1
+                    self._on_stop_request(announced)
+                return self.exit_code
+            if self.notifier.enabled:
+                self.notifier.status(self._status_line())
+            finished, woken = self.runner.wait(wait)
+            if woken:
+                self._woken(wake)
+            self.note_ended(finished)
+
+    def note_ended(self, finished, now: float | None = None) -> None:
+        """Take the runner's ended jobs ([(job id, RunResult)]) into the ledger, ended at monotonic `now`."""
+        if finished:
+            wall, mono = self.clock(), self.monotonic() if now is None else now
+            for key, result in finished:
+                self.ledger.ended.append((key, result, wall, mono))
+                self.claims.ended(key, result.duration)
+
+    def tick(self, now: float | None = None) -> float | None:
+        """Do what is due at monotonic time `now` (default: the monotonic clock now); return the seconds
+        until something is due next (the loop waits that long for a job's end, output or a wake-up),
+        or None when the worker is done (`exit_code` says how).
+
+        In order (the module's): start claimed jobs in free slots; write the heartbeat and run the
+        heartbeat's duties when due; on a stop, give back what has not started; run the duties
+        before the exchange; give back the reserve held behind long jobs; exchange with the store
+        when a record is due or a claim is wanted, and start what it claimed; unless draining, run
+        the periodic duties. A database error keeps everything in memory and tries again DB_RETRY
+        seconds later (queuectl.worker.outage).
+        """
+        now = self.monotonic() if now is None else now
+        wait = self.outage.waiting(now)
+        if wait is not None:
+            return wait  # jobs run on and their output is read meanwhile
+        try:
+            self._start_reserved(now)
+            if self.health.beat_due(now, bool(self.claims.reserve), self.config):
+                if not self._heartbeat():
+                    self.exit_code = EXIT_LOST
+                    return None
+                self.health.beaten(now, self.config)
+                self._start_reserved(now)
+            stopping = self.stop_requests > 0
+            if stopping:
+                self._drain_begins()
+            run_due(self.before_exchange, now)
+            self.give_back(self.claims.held_back(now, self.runner.running))
+            claim = self.claims.wanted(now, len(self.runner.running), stopping)
+            if claim or now >= self.exchange.due(now):
+                self.exchange.run(now, claim)
+                self._database_works()  # the held results are in: claimed jobs may start again
+                self._start_reserved(now)
+            if not stopping:
+                run_due(self.periodic, now)
+            self._database_works()
+            self._start_reserved(now)  # what an outage held back (a last attempt's start record failed)
+            if self._done(stopping):
+                return None
+            return self._next_due(now, stopping)
+        except WorkerGone:
+            self.exit_code = self._declared_dead()
+            return None
+        except (DatabaseError, InvalidInput) as e:  # InvalidInput: a database turned read-only
+            # An unreachable, locked, full or failing database: keep the jobs running and their
+            # results in memory, and try again in DB_RETRY seconds (not at every wake-up: output
+            # arrives all the time). The watchdog is pinged only if the database is unavailable
+            # (queuectl.worker.outage's watchdog rule).
+            self._database_failed(e)
+            if self.stop_requests and not self.runner.running and not self.ledger.ended:
+                self.outage.stop_unregistered(self.name, self.stats.summary())
+                self.exit_code = EXIT_OK
+                return None
+            return self.outage.retry_later()
+
+    def _woken(self, wake) -> None:
+        """A signal, a poke or a notification came: drain them; look for cancels and claims at once."""
+        self.wakeups.take(wake)
+        self.cancels.requested()
+        self.claims.claim_now()
+
+    def _next_due(self, now: float, stopping: bool) -> float:
+        """Return seconds until the next thing due: the heartbeat, a record's deadline, a claim, a reserve's
+        release, a duty."""
+        due = min(self.health.next_beat, self.exchange.due(now), self.claims.next_due(now, self.runner.running,
+                                                                                      stopping))
+        if self.runner.running:  # output read meanwhile does not end the wait: look at it again then
+            due = min(due, now + OUTPUT_EVERY)
+        if not stopping:
+            due = min(due, wake_at(self.periodic))
+        return max(0.0, due - now)
+
+    def _done(self, stopping: bool) -> bool:
+        """Return True (with `exit_code` set) when the worker has stopped or, with burst, has run out of work."""
+        if self.runner.running or self.claims.reserve or self.ledger:
+            return False
+        if stopping:
+            log.info("worker %s stopped: %s", self.name, self.stats.summary())
+        elif not (self.burst and not self.recovery.held and not self.store.has_work(self.queues, self.now())):
+            return False
+        else:
+            log.info("worker %s: no more work (burst): %s", self.name, self.stats.summary())
+        self.exit_code = EXIT_OK
+        return True
+
+    def _on_stop_request(self, announced: int) -> int:
+        if announced == 0:
+            log.info("stop requested: draining %d running job(s); a second signal stops them",
+                     len(self.runner.running))
+            self.notifier.stopping(f"draining {len(self.runner.running)} job(s)")
+        if self.stop_requests >= 2 and self.runner.running and not self.ledger.forced:
+            log.warning("second stop request: terminating %d running job(s) and requeueing them",
+                        len(self.runner.running))
+            self.ledger.forced.update(self.runner.running)
+            self.runner.stop_all(signal.SIGTERM)
+        return self.stop_requests
+
+    def _drain_begins(self) -> None:
+        """On a stop: record that this worker drains, and give back the jobs it claimed and has not started."""
+        if not self._draining_recorded:
+            self.store.mark_draining(self.worker_id, self.now())
+            self._draining_recorded = True
+        self.give_back(list(self.claims.reserve))
+
+    def give_back(self, jobs: Sequence[Job]) -> None:
+        """Give back claimed jobs not started: out of the reserve, released by the next exchange."""
+        for job in jobs:
+            self.claims.reserve.remove(job)
+            self.ledger.release.append(job.id)
+
+    # -- starting jobs -----------------------------------------------------------------------------
+
+    def _start_reserved(self, now: float) -> None:
+        """Start claimed jobs in the free slots (not while the database fails: a worker cut off from it may
+        be judged stale and its jobs recovered elsewhere)."""
+        if not self.health.fresh(now, self.config):
+            return
+        reserve = self.claims.reserve
+        while reserve and len(self.runner.running) < self.slots and self.outage.failing_since is None \
+                and not self.stop_requests:
+            job = reserve.popleft()
+            try:
+                self._start(job)
+            except (DatabaseError, WorkerGone):  # its start could not be recorded first: it did not start
+                reserve.appendleft(job)
+                raise
+
+    def _start(self, job: Job) -> None:
+        """Start a claimed job; its start (its attempt) and process group are recorded by a later exchange,
+        except a last attempt's start, recorded first (queuectl.worker.exchange). Raises DatabaseError or
+        WorkerGone, having started nothing, if that record fails."""
+        timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
+        attempt = job.attempts + 1
+        wall = self.clock()  # the start, recorded first or later
+        if last_attempt(job.attempts, job.max_retries, self.config):
+            self.exchange.record_start(job.id, wall)
+        env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
+                             "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id)})
+        proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
+        self.claims.started(job)
+        self.ledger.started(job.id, proc, wall)
+        # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO
+        log.debug("job %s started (attempt %d): %s", job.id, attempt, one_line(job.command, 80))
+
+    # -- heartbeat, outages ------------------------------------------------------------------------
+
+    def _heartbeat(self) -> bool:
+        """Write the heartbeat, then ping the watchdog and run the heartbeat's duties; return False if this
+        worker was declared dead."""
+        now = self.now()
+        if not self.store.heartbeat(self.worker_id, now):
+            self._declared_dead()
+            return False
+        self.notifier.watchdog()  # after the database took the heartbeat
+        self.cancels.requested()
+        self.outage.beat(now)
+        self.health.note_gap(now, self.config)
+        self.wakeups.listen()
+        self._reload_settings()
+        run_due(self.at_heartbeat, now.mono)
+        self.store.maintain(self.worker_id)
+        return True
+
+    def _declared_dead(self) -> int:
+        log.error("worker %s was declared dead by another worker and its jobs were recovered; exiting",
+                  self.name)
+        self.runner.stop_all(signal.SIGKILL)
+        return EXIT_LOST
+
+    def _database_failed(self, error: DatabaseError | InvalidInput) -> None:
+        """Note a failed database operation (queuectl.worker.outage)."""
+        self.outage.failed(error, len(self.runner.running) + len(self.ledger.ended))
+
+    def _database_works(self) -> None:
+        """Note a whole turn that succeeded after an outage (queuectl.worker.outage)."""
+        self.outage.works(self.now)
+
+    def _status_line(self) -> str:
+        """Return one line for systemd's STATUS=: idle, the running jobs or the database's outage; the counts so far."""
+        running = list(self.runner.running)
+        if self.outage.failing_since is not None:
+            return f"{self.outage.status(len(running), len(self.ledger.ended))}; {self.stats.summary()}"
+        return status_line(running, self.slots, bool(self.stop_requests), self.stats.summary())
+
+    # -- settings ----------------------------------------------------------------------------------
+
+    def _load_settings(self) -> dict:
+        config = self.store.settings()
+        try:
+            settings_mod.check_consistent(config)
+        except InvalidInput as e:
+            raise InvalidConfig(str(e)) from None
+        return config
+
+    def _reload_settings(self) -> None:
+        try:
+            self.config = self._load_settings()
+        except QueuectlError as e:
+            log.error("keeping the previous settings: %s", e)
+        self.runner.output_limit = self.config["output-limit"]

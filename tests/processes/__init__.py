@@ -1,0 +1,1 @@
+"""Real-process tests (tier 2): worker processes, signals, kill -9, real servers restarted."""

@@ -1,0 +1,33 @@
+"""Process state read from /proc, for tests that watch real processes and their groups."""
+
+from __future__ import annotations
+
+import os
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, process group) of `pid` from /proc/PID/stat, or None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = data[data.rfind(b")") + 2:].split()
+    return fields[0].decode(), int(fields[2])
+
+
+def gone(pid: int) -> bool:
+    """True if process `pid` no longer runs (absent, or a zombie waiting to be reaped)."""
+    st = _stat(pid)
+    return st is None or st[0] in "ZX"
+
+
+def live_members(pgid: int) -> list[int]:
+    """Pids of the running (non-zombie) processes of group `pgid`."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _stat(int(name))
+            if st is not None and st[1] == pgid and st[0] not in "ZX":
+                out.append(int(name))
+    return out

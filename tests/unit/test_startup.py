@@ -1,0 +1,38 @@
+"""Lean start-up: `queuectl enqueue` imports only what it runs (issue 26), checked in a new process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+#: What enqueueing into a SQLite database must not import: the worker and what runs jobs, PostgreSQL's
+#: driver and store, the api of other commands, Click commands it does not run, and what those bring.
+NOT_FOR_ENQUEUE = {"queuectl.worker", "queuectl.runner", "queuectl.notify", "psycopg",
+                   "queuectl.store.postgres", "queuectl.api.ops", "queuectl.api.status", "queuectl.api.schedules",
+                   "queuectl.api.snapshot", "queuectl.api.metrics", "queuectl.cli.worker", "queuectl.cli.ops",
+                   "queuectl.cli.jobs", "queuectl.cli.status", "queuectl.api.waiting", "queuectl.api.following",
+                   "queuectl.cli.dlq", "queuectl.cli.schedules", "queuectl.cli.limits", "queuectl.cli.config",
+                   "queuectl.control", "queuectl.units", "configparser", "subprocess", "socket"}
+
+
+def imported_by(*args: str, env: dict | None = None) -> set[str]:
+    script = ("import atexit, sys; atexit.register(lambda: print(*sorted(sys.modules), file=sys.stderr));"
+              "from queuectl.cli import main; main()")
+    r = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    return set(r.stderr.split())
+
+
+def test_enqueue_imports_neither_the_worker_nor_postgresql_nor_other_commands(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUEUECTL_CONFIG", "")
+    imported = imported_by("--db", str(tmp_path / "q.db"), "enqueue", '{"command":"true"}')
+    assert {"queuectl.api.jobs", "queuectl.cli.enqueue", "queuectl.store.sqlite"} <= imported
+    assert not imported & NOT_FOR_ENQUEUE, sorted(imported & NOT_FOR_ENQUEUE)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["enqueue", "--help"]])
+def test_help_and_version_open_no_store(args):
+    imported = imported_by(*args)
+    assert not {m for m in imported if m.startswith("queuectl.store")}, sorted(imported)
