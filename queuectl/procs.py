@@ -7,6 +7,12 @@ import signal
 import time
 from functools import lru_cache
 
+from queuectl import clock
+
+#: This boot's identity and its CLOCK_MONOTONIC's, kept with the clocks (queuectl.clock) and named here too.
+boot_id = clock.boot_id
+clock_domain = clock.clock_domain
+
 
 def process_start_time(pid: int) -> int | None:
     """Return the process's start time in clock ticks since boot, or None if it does not exist.
@@ -27,44 +33,6 @@ def _stat_fields(pid: int) -> list[bytes] | None:
         return None
     # comm (field 2) may hold spaces and parentheses: split after the last ')'.
     return data[data.rfind(b")") + 2:].split()
-
-
-@lru_cache(maxsize=1)
-def boot_id() -> str:
-    """Return this boot's identity: "BOOT_ID BTIME" (either part may be empty if unreadable).
-
-    BOOT_ID is /proc/sys/kernel/random/boot_id and BTIME the boot time in Unix seconds
-    from /proc/stat (proc(5)). Both are kept because neither alone is enough: inside a
-    systemd-nspawn container, a service with ProtectKernelTunables= or ProtectProc= sees
-    the kernel's boot_id while a shell sees the container's, but both see one btime; and
-    btime alone moves when the wall clock is stepped. See same_boot.
-    """
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            kernel = f.read().strip()
-    except OSError:
-        kernel = ""
-    btime = ""
-    try:
-        with open("/proc/stat") as f:
-            for line in f:
-                if line.startswith("btime "):
-                    btime = line.split()[1]
-                    break
-    except OSError:
-        pass
-    return f"{kernel} {btime}"
-
-
-def clock_domain() -> str:
-    """Return the identity of this boot's CLOCK_MONOTONIC: the kernel's boot id ("" if unreadable).
-
-    Two processes that report the same boot id read one monotonic clock (barring time
-    namespaces, which queuectl does not support), so their monotonic readings compare.
-    Processes of one host that see different ids (a sandboxed service and a shell inside
-    a systemd-nspawn container) fall back to comparing wall clocks.
-    """
-    return boot_id().partition(" ")[0]
 
 
 @lru_cache(maxsize=1)

@@ -35,6 +35,19 @@ def listen(pid: int) -> "socket.socket | None":
     return sock
 
 
+def wake_local_workers(store) -> None:
+    """Wake the workers of `store` that run on this host and boot by a datagram each, so that they claim, or look
+    for cancel requests, at once rather than at their next poll or heartbeat: the after-commit hook that callers
+    hand to queuectl.store.open_store. Never raises: the poll is the fallback, and the work is committed already."""
+    from queuectl import procs
+    from queuectl.errors import QueuectlError
+
+    try:
+        poke(pid for pid, boot in store.worker_pids(procs.hostname()) if procs.same_boot(boot))
+    except (QueuectlError, OSError):
+        pass
+
+
 def poke(pids: Iterable[int]) -> int:
     """Send a wake-up to each pid's worker socket; return how many were delivered. Never raises."""
     delivered = 0

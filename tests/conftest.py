@@ -26,6 +26,7 @@ from support.pgserver import PgServer  # tests/support/pgserver.py
 from queuectl import procs
 from queuectl.cli import cli
 from queuectl.store import is_uri, open_store
+from queuectl.wake import wake_local_workers
 
 
 def sqlite_path(tmp_path) -> str:
@@ -97,7 +98,7 @@ def assert_error(result, code: int, *fragments: str) -> str:
 
 @pytest.fixture
 def store(db):
-    s = open_store(db)
+    s = open_store(db, after_commit=wake_local_workers)
     yield s
     s.close()
 

@@ -99,12 +99,14 @@ class Database:
         """
         if self._store is None:
             from queuectl.store import open_store
+            from queuectl.wake import wake_local_workers
 
             path = self.db_path()
             if self.db_source == DEFAULT:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
-                self._store = open_store(path, durable=durable, defaults=self.site().defaults, session=session)
+                self._store = open_store(path, durable=durable, defaults=self.site().defaults, session=session,
+                                         after_commit=wake_local_workers)
             except PermissionDenied:
                 raise
             except InvalidInput as e:

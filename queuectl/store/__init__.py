@@ -6,11 +6,11 @@ Everything else imports from here: `from queuectl.store import open_store, Outco
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from queuectl.dburi import is_uri, near_miss
 from queuectl.errors import InvalidInput
-from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, FollowedOutput,
+from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, Exchanged, FollowedOutput,
                                  JobProcess, LiveOutput, Outcome, Running, UnknownDependency, WorkerGone)
 from queuectl.store.interface import Store
 from queuectl.store.sql import SqlStore
@@ -18,12 +18,16 @@ from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, def
 
 
 def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,
-               session: bool = False) -> Store:
+               session: bool = False, after_commit: Callable[[Store], None] | None = None) -> Store:
     """Open the queue at `target`: a PostgreSQL URI (postgresql://, postgres://) or a SQLite file path.
 
     `session`: the caller is a worker, which keeps session state on PostgreSQL (LISTEN, prepared
     statements) and so needs a connection of its own, not one through a pooler in transaction
     mode; False (commands) keeps no state beyond a transaction. SQLite ignores it.
+
+    `after_commit(store)`: called after each commit that may have made jobs ready or requested cancels,
+    so that the caller wakes the workers (queuectl.wake.wake_local_workers); the store itself knows no
+    processes. SQLite only: PostgreSQL NOTIFYs its workers inside the transaction, and ignores it.
 
     Raises InvalidInput for a value meant for PostgreSQL that is not such a URI (a mistyped
     scheme, libpq's keyword form), and what the engine's constructor raises (InvalidInput,
@@ -36,9 +40,9 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     why = near_miss(target)
     if why is not None:
         raise InvalidInput(why)
-    return SqliteStore(target, durable=durable, defaults=defaults)
+    return SqliteStore(target, durable=durable, defaults=defaults, after_commit=after_commit)
 
 
-__all__ = ["open_store", "is_uri", "Store", "SqlStore", "SqliteStore", "Exchange", "LiveOutput", "FollowedOutput",
+__all__ = ["open_store", "is_uri", "Store", "SqlStore", "SqliteStore", "Exchange", "Exchanged", "LiveOutput", "FollowedOutput",
            "Running", "Outcome", "JobProcess", "CancelResult", "DuplicateJob", "UnknownDependency", "Enqueued",
            "WorkerGone", "PURGE_BATCH", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "default_db_path"]

@@ -9,7 +9,7 @@ due times on the monotonic clock) hold on every backend.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from queuectl.backoff import backoff_delay, retry_limit
 from queuectl.clock import Instant
@@ -133,6 +133,18 @@ class Exchange:
     def writes(self) -> bool:
         """True if there is anything to record (not a claim alone)."""
         return bool(self.running or self.ended or self.requeue or self.release or self.output)
+
+
+class Exchanged(NamedTuple):
+    """What an exchange did: the ended jobs' new states, in the order of Exchange.ended (None for a job the
+    worker no longer owns); the claimed jobs, in claim order; and `limited`, the limited queues
+    (queuectl.store.limits) among those the claim could take from, as it saw them, or None when no claim
+    ran (none asked, or nothing was ready). A worker claims again at once when a job of a limited queue
+    ends, rather than at its next poll (the place it held is free)."""
+
+    states: list
+    jobs: list
+    limited: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

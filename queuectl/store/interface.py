@@ -15,7 +15,7 @@ from typing import Any, Protocol, Sequence
 from queuectl.clock import Instant
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, QueueLimit, Schedule, WorkerInfo
-from queuectl.store.base import CancelResult, Enqueued, Exchange, FollowedOutput, JobProcess
+from queuectl.store.base import CancelResult, Enqueued, Exchange, Exchanged, FollowedOutput, JobProcess
 
 
 class Store(Protocol):
@@ -146,12 +146,9 @@ class Store(Protocol):
         """Remove the registration (a clean stop)."""
 
     def exchange(self, worker_id: int, ex: Exchange, queues: Sequence[str], now: Instant | float,
-                 config: dict[str, Any] | None = None) -> tuple[list[JobState | None], list[Job]]:
-        """Record `ex` and claim up to `ex.claim` jobs in one transaction: (ended jobs' states, claimed jobs).
-        Raises WorkerGone."""
-
-    #: The limited queues the last claim saw (queuectl.store.limits).
-    limited: frozenset[str]
+                 config: dict[str, Any] | None = None) -> Exchanged:
+        """Record `ex` and claim up to `ex.claim` jobs in one transaction: (ended jobs' states, claimed jobs,
+        the limited queues the claim saw or None). Raises WorkerGone."""
 
     def fire_schedules(self, now: Instant | float) -> tuple[list, float | None]:
         """Fire the schedules' due slots, each once across every worker; ([Fired], the next slot or None)."""

@@ -30,7 +30,8 @@ from typing import Sequence
 
 from queuectl.clock import Instant, instant
 from queuectl.models import QueueLimit
-from queuectl.store import timing
+from queuectl.store import fragments, timing
+from queuectl.store.core import JOB_COLUMNS, SqlCore
 
 #: Seconds added to a rate limit's window (see the module).
 RATE_SLACK = 0.5
@@ -38,28 +39,25 @@ RATE_SLACK = 0.5
 LIMITED = "(concurrency IS NOT NULL OR rate_count IS NOT NULL)"
 #: The count of a queue's processing jobs (parameter: the queue).
 _PROCESSING = "SELECT count(*) FROM jobs WHERE queue = ? AND state = 'processing'"
-#: Pending and failed jobs: the WHERE of the jobs_ready_queue partial index.
-READY = "state IN ('pending', 'failed')"
 #: The largest concurrency and rate count (PostgreSQL's integer), and the longest rate window (seconds: a
 #: year and a day, as the longest --every).
 MAX_COUNT = 2**31 - 1
 MAX_WINDOW = 366 * 86400
-#: How many jobs of a limited queue a claim may take (slots: room, free; see timing.ahead).
-_AHEAD = f"SELECT {timing.ahead('{room}', '{free}')}"
+#: How many jobs of a limited queue a claim may take (slots: room, free, claim; see fragments.allowed).
+_ALLOWED = f"SELECT {fragments.allowed('{room}', '{free}', '{claim}')}"
+#: A claim of the chosen jobs (parameters: worker id, now, then the seqs).
+_CLAIM = timing.placeholders(f"UPDATE jobs SET {fragments.CLAIM_SET} WHERE seq IN")[0]
 #: Unchanged: what set_limit takes as "not given".
 UNCHANGED = object()
 
 
-class LimitStore:
-    """SqlStore's limit operations (see the module); uses SqlStore's _write, _errors, _notify, c,
-    FOR_UPDATE, READY_QUEUE_INDEX and _ready_filter. PostgreSQL overrides _claim_within_limits with a function
-    of the same rules (postgres_schema.claim_limited), which its one-statement exchange calls too."""
+class LimitStore(SqlCore):
+    """SqlStore's limit operations (see the module), and the claim that keeps the limits on any engine
+    (_claim_within_limits). PostgreSQL overrides that with a function of the same rules
+    (postgres_schema.claim_limited), which its one-statement exchange calls too."""
 
     #: The index hint of per-queue reads of ready jobs ("" where the planner needs none).
     READY_QUEUE_INDEX = ""
-    #: The limited queues the last claim of this store saw (a worker claims again at once when a job of
-    #: one of them ends, rather than after its poll: the place that job held is free).
-    limited: frozenset[str] = frozenset()
 
     def set_limit(self, queue: str, now: Instant | float, concurrency=UNCHANGED, rate=UNCHANGED) -> QueueLimit:
         """Set or clear the limits of `queue`; return them as they are now.
@@ -111,7 +109,7 @@ class LimitStore:
             f" FROM queues q JOIN queue_starts s ON s.queue = q.name WHERE q.rate_count IS NOT NULL"
             f" AND q.paused_at IS NULL AND {age} < q.rate_window + {{slack}}{names}"
             " GROUP BY q.name, q.rate_count, q.rate_window HAVING count(*) >= q.rate_count) x"
-            f" WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.queue = x.name AND j.{READY} AND {timing.due('j.')})",
+            f" WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.queue = x.name AND j.{fragments.READY_STATES} AND {timing.due('j.')})",
             {**timing.clock_values(now), "slack": RATE_SLACK}, *queues)
         with self._errors():
             free_in = self.c.execute(sql, params).fetchone()[0]
@@ -127,21 +125,13 @@ class LimitStore:
             n = min(allowed.get(name, limit), limit)
             if n > 0:
                 picked += c.execute(f"SELECT seq, priority, run_at, queue FROM jobs {self.READY_QUEUE_INDEX} WHERE queue = ?"
-                                    f" AND {where} ORDER BY priority DESC, run_at, seq LIMIT ?", (name, *params, n))
+                                    f" AND {where} ORDER BY {fragments.CLAIM_ORDER} LIMIT ?", (name, *params, n))
         return picked
-
-    def _limits_for_claim(self, c, queues: Sequence[str]) -> list:
-        """The limited queues a claim from `queues` (empty: every queue) may take from, locked (FOR UPDATE)."""
-        where = LIMITED + (f" AND name IN ({', '.join('?' * len(queues))})" if queues else "")
-        rows = c.execute(f"SELECT name, concurrency, rate_count, rate_window FROM queues WHERE {where}"
-                         f" ORDER BY name{self.FOR_UPDATE}", list(queues)).fetchall()
-        self.limited = frozenset(r["name"] for r in rows)
-        return rows
 
     def _claim_within_limits(self, c, worker_id: int, queues: Sequence[str], limit: int, free: int, limits: list,
                              now: Instant) -> list:
         """Claim up to `limit` ready jobs (`free` of them for free slots), of the limited queues (`limits`, from
-        _limits_for_claim) no more than timing.ahead lets each (evaluated by the database, as PostgreSQL's
+        limits_for_claim) no more than timing.ahead lets each (evaluated by the database, as PostgreSQL's
         claim_limited does); return the claimed rows (claim order is the
         caller's to restore)."""
         allowed: dict[str, int] = {}
@@ -157,17 +147,14 @@ class LimitStore:
                     c.execute(*timing.bind(statement, values))
                 room = min(room, r["rate_count"] - c.execute("SELECT count(*) FROM queue_starts WHERE queue = ?",
                                                              (r["name"],)).fetchone()[0])
-            allowed[r["name"]] = min(c.execute(*timing.bind(_AHEAD, {"room": max(0, room), "free": free})
-                                               ).fetchone()[0], limit)
+            allowed[r["name"]] = c.execute(*timing.bind(_ALLOWED, {"room": room, "free": free, "claim": limit})
+                                           ).fetchone()[0]
         picked = self._pick_per_queue(c, queues, allowed, limit, now)
         picked = sorted(picked, key=lambda r: (-r["priority"], r["run_at"], r["seq"]))[:limit]
         if not picked:
             return []
-        from queuectl.store.sql import _JOB_COLUMNS
-
         rows = c.execute(
-            "UPDATE jobs SET state = 'processing', worker_id = ?, started_at = NULL, updated_at = ?, finished_at = NULL,"
-            f" exit_code = NULL, pgid = NULL WHERE seq IN ({', '.join('?' * len(picked))}) RETURNING {_JOB_COLUMNS}",
+            f"{_CLAIM} ({', '.join('?' * len(picked))}) RETURNING {JOB_COLUMNS}",
             (worker_id, now.wall, *(r["seq"] for r in picked))).fetchall()
         rated = {r["name"] for r in limits if r["rate_count"] is not None}
         starts = [{**clock, "queue": r["queue"]} for r in picked if r["queue"] in rated]
@@ -175,6 +162,14 @@ class LimitStore:
             sql, order = timing.placeholders(timing.RECORD)
             c.executemany(sql, [[start[slot] for slot in order] for start in starts])
         return rows
+
+
+def limits_for_claim(c, queues: Sequence[str], for_update: str) -> list:
+    """Return the limited queues' rows (name, concurrency, rate_count, rate_window) that a claim from `queues` (empty:
+    every queue) may take from, locked by `for_update` (the engine's FOR UPDATE clause), by name."""
+    where = LIMITED + (f" AND name IN ({', '.join('?' * len(queues))})" if queues else "")
+    return c.execute(f"SELECT name, concurrency, rate_count, rate_window FROM queues WHERE {where}"
+                     f" ORDER BY name{for_update}", list(queues)).fetchall()
 
 
 def check_limits(concurrency=UNCHANGED, rate=UNCHANGED) -> None:
@@ -195,7 +190,7 @@ def ready_queues(c, queues: Sequence[str], hint: str = "") -> list[str]:
         return list(queues)
     found, name = [], ""
     while True:
-        name = c.execute(f"SELECT min(queue) FROM jobs {hint} WHERE {READY} AND queue > ?",
+        name = c.execute(f"SELECT min(queue) FROM jobs {hint} WHERE {fragments.READY_STATES} AND queue > ?",
                          (name,)).fetchone()[0]
         if name is None:
             return found

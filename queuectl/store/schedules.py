@@ -29,7 +29,9 @@ from queuectl.errors import Conflict, InvalidInput
 from queuectl.jobspec import validate_job
 from queuectl.models import Schedule
 from queuectl.recurrence import Rule, slot_id
-from queuectl.schema import KEY_HELD
+from queuectl.store.shared_schema import KEY_HELD
+from queuectl.store.core import SqlCore
+from queuectl.store.jobs import insert_run
 
 @dataclass(frozen=True)
 class Fired:
@@ -54,9 +56,8 @@ def schedule_key(name: str, template: dict, overlap: str) -> str | None:
     return template.get("key") or f"schedule:{name}"
 
 
-class ScheduleStore:
-    """SqlStore's schedule operations (see the module); uses SqlStore's _write, _errors, _notify, c,
-    FOR_UPDATE, SKIP_LOCKED and _insert_run."""
+class ScheduleStore(SqlCore):
+    """SqlStore's schedule operations (see the module)."""
 
     def add_schedule(self, name: str, rule: Rule, template: dict, overlap: str, now: Instant | float,
                      replace: bool = False) -> Schedule:
@@ -157,7 +158,7 @@ class ScheduleStore:
         except InvalidInput as e:  # a template edited by hand: the slot passes
             fired = Fired(name, slot, job_id, "invalid", str(e), missed)
         else:
-            if self._insert_run(c, job, now):
+            if insert_run(c, job, now):
                 fired = Fired(name, slot, job_id, "added", missed=missed)
             else:
                 holder = c.execute(f"SELECT id FROM jobs WHERE key = ? AND {KEY_HELD}", (key,)).fetchone() if key else None

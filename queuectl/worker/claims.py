@@ -51,10 +51,11 @@ class ClaimPolicy:
         self.short = False  # the last job ended within HOLD of its start: claim ahead
         self.claim_at = 0.0  # monotonic time before which no claim is tried (the queue was found short)
         self._limited_jobs: set[str] = set()  # running jobs of limited queues
+        self.limited: frozenset[str] = frozenset()  # the limited queues the last claim saw (Exchanged.limited)
 
     def _limited(self):
-        """Return the queues the last claim found limited: the one place the worker reads Store.limited."""
-        return self.store.limited
+        """Return the queues the last claim found limited (the store's Exchanged.limited, kept by `claimed`)."""
+        return self.limited
 
     def claim_now(self) -> None:
         """Claim at the next turn, not at the next poll (a wake-up, a new scheduled run, a freed place)."""
@@ -90,13 +91,16 @@ class ClaimPolicy:
             self._limited_jobs.discard(job_id)
             self.claim_now()
 
-    def claimed(self, jobs: Sequence[Job], claim: int, now: float, at, poll: float) -> None:
-        """Take the `jobs` an exchange at `now` (`at`: its Instant) claimed of `claim` asked into the reserve.
+    def claimed(self, jobs: Sequence[Job], claim: int, now: float, at, poll: float,
+                limited: frozenset[str] | None = None) -> None:
+        """Take the `jobs` an exchange at `now` (`at`: its Instant) claimed of `claim` asked into the reserve,
+        and the limited queues its claim saw (`limited`; None: no claim ran, the last one's stand).
 
         When it found fewer, the next claim waits `poll` seconds, or until a rate limit that
         holds a queue back frees a place, if sooner (at least RATE_WAIT_MIN seconds).
         """
         self.reserve.extend(jobs)
+        self.limited = self.limited if limited is None else limited
         if claim and len(jobs) < claim:  # the queue has no more for now: claim again at the next poll ...
             wait = poll
             if self._limited():  # ... or when a rate limit that holds a queue back frees a place, if sooner

@@ -65,7 +65,7 @@ class Exchanger:
                             free=max(0, w.slots - len(w.runner.running) - len(w.claims.reserve)))
         at = w.now()
         try:
-            states, jobs = w.store.exchange(w.worker_id, ex, w.queues, at, w.config)
+            states, jobs, limited = w.store.exchange(w.worker_id, ex, w.queues, at, w.config)
         except DatabaseError:
             w.outage.in_doubt = True  # it may have committed, its reply lost: claims this worker never saw
             raise
@@ -81,12 +81,12 @@ class Exchanger:
             log.debug("job %s given back unstarted", key)
         for outcome, state in zip(ex.ended, states):
             self._report(outcome, state)
-        w.claims.claimed(jobs, claim, now, at, w.config["poll-interval"])
+        w.claims.claimed(jobs, claim, now, at, w.config["poll-interval"], limited)
 
     def record_start(self, job_id: str, wall: float) -> None:
         """Record a start at `wall` before the job runs (a last attempt's); raises DatabaseError or WorkerGone.
 
-        Sent again after a lost reply, the record counts nothing twice (the store's _COUNTS).
+        Sent again after a lost reply, the record counts nothing twice (fragments.counted).
         """
         w = self.worker
         w.store.exchange(w.worker_id, Exchange(running=[Running(job_id, wall)]), w.queues, w.now(), w.config)

@@ -18,8 +18,8 @@ import pytest
 from conftest import QUEUECTL, queuectl, require, require_postgres
 from support.pgbouncer import PgBouncer
 from queuectl.store import open_store
-from queuectl.store.postgres import qualify
-from queuectl.store.postgres_schema import SCHEMA, TABLES
+from queuectl.store.postgres.store import qualify
+from queuectl.store.postgres.schema import SCHEMA, TABLES
 
 
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import QUEUECTL, configure, enqueue, import_or_skip, queuectl, raw_sql, wait_for
 from queuectl.models import JobState
 from queuectl.store import open_store
-from queuectl.store.postgres_schema import SCHEMA_VERSION
+from queuectl.store.postgres.schema import SCHEMA_VERSION
 from support.pgserver import free_port
 from processes.test_notify import NotifySocket
 

@@ -17,7 +17,7 @@ from queuectl.store import Exchange, Outcome, Running
 
 def claim(store, worker_id: int, queues: Sequence[str], limit: int, now) -> list[Job]:
     """Claim up to `limit` ready jobs of `queues` for `worker_id` and record them started at `now`."""
-    _, jobs = store.exchange(worker_id, Exchange(claim=limit), queues, now)
+    _, jobs, _ = store.exchange(worker_id, Exchange(claim=limit), queues, now)
     if jobs:
         wall = instant(now).wall
         store.exchange(worker_id, Exchange(running=[Running(j.id, wall) for j in jobs]), queues, now)

@@ -22,7 +22,7 @@ def runs(store) -> dict:
 def test_a_claim_counts_no_attempt_until_the_start_is_recorded(store):
     add(store, id="a")
     w = register(store)
-    _, [job] = store.exchange(w, Exchange(claim=5), [], NOW)
+    _, [job], _ = store.exchange(w, Exchange(claim=5), [], NOW)
     got = store.get_job("a")
     assert (job.attempts, got.state, got.attempts, got.started_at, got.worker_id) == (
         0, JobState.PROCESSING, 0, None, w)
@@ -42,7 +42,7 @@ def test_a_start_recorded_with_its_end_counts_the_attempt_once(store):
     w = register(store)
     store.exchange(w, Exchange(claim=4), [], NOW)
     store.exchange(register(store, "w2"), Exchange(claim=1), [], NOW)
-    states, _ = store.exchange(w, Exchange(ended=[
+    states, _, _ = store.exchange(w, Exchange(ended=[
         Outcome("ok", True, 0, None, b"out", started_at=NOW + 1, ended_at=NOW + 2),
         Outcome("theirs", True, 0, None, started_at=NOW + 1),  # not this worker's: left alone
         Outcome("retry", False, 1, "exit code 1", started_at=NOW + 1),
@@ -140,9 +140,9 @@ def test_a_claim_takes_no_more_than_asked_and_none_from_a_paused_queue(store):
         add(store, id=f"j{i}")
     w = register(store)
     assert [j.id for j in store.exchange(w, Exchange(claim=3), [], NOW)[1]] == ["j0", "j1", "j2"]
-    assert store.exchange(w, Exchange(claim=0), [], NOW) == ([], [])
+    assert store.exchange(w, Exchange(claim=0), [], NOW) == ([], [], None)
     store.set_paused(["default"], True, NOW)
-    assert store.exchange(w, Exchange(claim=5), [], NOW) == ([], [])
+    assert store.exchange(w, Exchange(claim=5), [], NOW) == ([], [], None)
     assert store.counts() == {"default": {"pending": 2, "processing": 3}}
 
 

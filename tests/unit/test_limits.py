@@ -14,10 +14,10 @@ from conftest import assert_error, snapshot
 from queuectl.clock import STEP_TOLERANCE, Instant
 from queuectl.errors import InvalidInput
 from queuectl.store import Exchange, open_store
-from queuectl.store import sql as sql_module
-from queuectl.store import timing
+from queuectl.store import core as sql_module
+from queuectl.store import fragments, timing
 from queuectl.store.limits import RATE_SLACK
-from queuectl.store.postgres_schema import MIGRATIONS, claim_limited
+from queuectl.store.postgres.schema import MIGRATIONS, claim_limited
 from support.storeops import claim, finish
 from unit.test_store import NOW, add, ok, register
 
@@ -29,7 +29,7 @@ def db(backend_db):
 
 #: The first 16 hex digits of the sha256 of claim_limited() as PostgreSQL's latest step that replaces it renders
 #: it (see test_claim_limited_in_the_database_is_the_current_rendering).
-CLAIM_LIMITED_FINGERPRINT = "05e2628bc52dcb4b"
+CLAIM_LIMITED_FINGERPRINT = "823120cf58269021"
 
 
 def at(wall: float) -> Instant:
@@ -72,10 +72,10 @@ def test_claims_ahead_take_at_most_half_the_room_left_beyond_the_free_slots(stor
     fill(store, "other", 5)
     store.set_limit("build", at(NOW), concurrency=7)
     w, w2 = register(store, "w1", slots=2), register(store, "w2", slots=2)
-    _, jobs = store.exchange(w, Exchange(claim=12, free=1), [], NOW)  # 1 slot free, 11 claimed ahead
+    _, jobs, limited = store.exchange(w, Exchange(claim=12, free=1), [], NOW)  # 1 slot free, 11 claimed ahead
     assert [j.queue for j in jobs].count("build") == 4 and len(jobs) == 9  # 1 + (7 - 1) // 2, and the others
-    assert store.limited == frozenset({"build"})
-    _, jobs = store.exchange(w2, Exchange(claim=12, free=2), [], NOW)  # 3 places left: the free slots' 2 ...
+    assert limited == frozenset({"build"})
+    _, jobs, _ = store.exchange(w2, Exchange(claim=12, free=2), [], NOW)  # 3 places left: the free slots' 2 ...
     assert [j.queue for j in jobs] == ["build", "build"]
     assert [j.queue for j in claim(store, w2, [], 12, NOW)] == ["build"]  # ... and the last one
     assert processing(store, "build") == 7
@@ -173,8 +173,8 @@ def test_claims_recorded_before_the_migration_still_count_on_the_wall_clock(db, 
     """A database of the version before (queue_starts without boot and mono: SQLite 8, PostgreSQL 6) keeps its
     limits and claims through the migration; those claims count on the wall clock, the new ones on the
     monotonic clock."""
-    engine = importlib.import_module("queuectl.store.postgres" if db.startswith("postgresql")
-                                     else "queuectl.store.sqlite")
+    engine = importlib.import_module("queuectl.store.postgres.store" if db.startswith("postgresql")
+                                     else "queuectl.store.sqlite.store")
     monkeypatch.setattr(engine, "SCHEMA_VERSION", engine.SCHEMA_VERSION - 1)
     with open_store(db) as old:
         old.c.execute("INSERT INTO queues (name, rate_count, rate_window) VALUES ('rq', 2, 5.0)")
@@ -217,7 +217,11 @@ def test_claim_limited_is_rendered_from_the_time_rules_written_once():
     for rule in (timing.due("j."), timing.REBASE, *timing.EXPIRE, timing.ahead("room", "p_free")):
         assert timing.render(rule, names) in text
     assert timing.render(timing.RECORD, {**names, "queue": "queue"}) in text
-    assert sql_module._DUE == timing.placeholders(timing.due())[0]
+    names["worker"] = "p_worker"
+    for fragment in (fragments.ready("j."), fragments.CLAIM_SET, fragments.allowed("room", "p_free", "n"),
+                     fragments.CLAIM_ORDER, fragments.READY_STATES):
+        assert timing.render(fragment, names) in text
+    assert sql_module.DUE == timing.placeholders(timing.due())[0]
     assert f"+ {STEP_TOLERANCE}" in text and "{" not in text.replace("'{}'", "")  # every slot rendered
     assert any(step.endswith(text) for step in MIGRATIONS.values())  # a step installs it as rendered
 
@@ -270,14 +274,14 @@ def test_the_one_statement_exchange_keeps_limits_too(store):
     store.set_limit("build", at(NOW), concurrency=1)
     w = register(store, slots=4)
     (first,) = claim(store, w, [], 4, NOW)
-    states, jobs = store.exchange(w, Exchange(ended=[ok(first.id)], claim=4), [], NOW)
-    assert [s.value for s in states] == ["completed"] and len(jobs) == 1
-    _, jobs2 = store.exchange(w, Exchange(claim=4), [], NOW)
-    assert jobs2 == []
+    states, jobs, limited = store.exchange(w, Exchange(ended=[ok(first.id)], claim=4), [], NOW)
+    assert [s.value for s in states] == ["completed"] and len(jobs) == 1 and limited == frozenset({"build"})
+    _, jobs2, limited2 = store.exchange(w, Exchange(claim=4), [], NOW)
+    assert jobs2 == [] and limited2 == frozenset({"build"})
     store.set_limit("build", at(NOW), concurrency=None)
-    assert store.limited == frozenset({"build"})  # as the last claim saw it
-    _, jobs3 = store.exchange(w, Exchange(claim=4), [], NOW)
-    assert len(jobs3) == 2 and store.limited == frozenset()
+    _, jobs3, limited3 = store.exchange(w, Exchange(claim=4), [], NOW)
+    assert len(jobs3) == 2 and limited3 == frozenset()
+    assert store.exchange(w, Exchange(), [], NOW).limited is None  # no claim: nothing seen
 
 
 def test_limits_survive_pause_and_resume_and_clear_leaves_pause(store):

@@ -19,7 +19,7 @@ from conftest import QUEUECTL, import_or_skip, queuectl, raw_sql
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 from queuectl.models import JobState
 from queuectl.store import open_store
-from queuectl.store.postgres_schema import SCHEMA_VERSION
+from queuectl.store.postgres.schema import SCHEMA_VERSION
 from support.pgserver import free_port
 
 PASSWORD = "s3cret-pw"  # the pg_server fixture's qpass role
@@ -139,7 +139,7 @@ DESCRIBED = ["postgresql://u@h1:5432,h2:5433/db?target_session_attrs=read-write"
 @pytest.mark.parametrize("uri", DESCRIBED)
 def test_a_connection_is_described_as_libpq_reads_its_uri_less_the_password(uri):
     pytest.importorskip("psycopg")
-    from queuectl.store.postgres import _display, _parse
+    from queuectl.store.postgres.store import _display, _parse
 
     def read(target: str) -> dict:  # libpq's reading, one port for every host spelled out (libpq's rule)
         params = _parse(target)

@@ -10,7 +10,7 @@ import pytest
 from queuectl.clock import Instant
 from queuectl.errors import DatabaseError, InvalidInput
 from queuectl.models import JobState
-from queuectl.schema import APPLICATION_ID, SCHEMA_VERSION
+from queuectl.store.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION
 from queuectl.store import Outcome, SqliteStore
 
 from unit.test_store import A, NOW, _failed_once, _ready, add, register  # the shared suite's helpers
@@ -99,8 +99,8 @@ def test_missing_directory_is_refused(tmp_path):
 
 
 def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
-    from queuectl.schema import MIGRATIONS
-    from queuectl.store.sqlite import _statements
+    from queuectl.store.sqlite.schema import MIGRATIONS
+    from queuectl.store.sqlite.store import _statements
 
     conn = sqlite3.connect(db, isolation_level=None)
     for statement in _statements(MIGRATIONS[1]):
@@ -114,7 +114,8 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     conn.execute("INSERT INTO job_output (seq, stdout, stderr) VALUES (2, x'6869', x'')")
     conn.close()
     store = SqliteStore(db)
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert "end_code" in [r[1] for r in store.conn.execute("PRAGMA table_info(jobs)")]  # version 10: outcome codes
     assert store.get_job("old").key is None  # version 6: keys
     assert store.get_job("old").after == ()  # version 7: dependencies
     assert store.get_job("old").state == JobState.PENDING
@@ -148,7 +149,7 @@ def _pages(store) -> int:
 
 
 def test_purge_gives_freed_pages_back_once_a_quarter_of_the_file_is_free_at_most_every_10_s(store, db, monkeypatch):
-    from queuectl.store import sqlite as sqlite_store
+    from queuectl.store.sqlite import space as sqlite_store
 
     _jobs_with_output(store, 8, 500_000)
     old = {"completed": 0}

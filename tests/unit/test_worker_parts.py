@@ -110,8 +110,8 @@ def test_the_reserve_goes_back_once_every_slot_is_busy_hold_seconds():
 
 
 def test_a_job_of_a_limited_queue_that_ends_makes_the_next_claim_at_once():
-    store = SimpleNamespace(limited={"slow"})  # the last claim found queue "slow" limited
-    policy = ClaimPolicy(store, (), slots=1)
+    policy = ClaimPolicy(SimpleNamespace(), (), slots=1)
+    policy.claimed([], claim=0, now=0.0, at=None, poll=1.0, limited=frozenset({"slow"}))  # found limited
     policy.started(job("a", "slow"))
     policy.started(job("b", "fast"))
     policy.claim_at = 99.0
@@ -122,9 +122,9 @@ def test_a_job_of_a_limited_queue_that_ends_makes_the_next_claim_at_once():
 
 
 def test_a_rate_limit_that_frees_a_place_before_the_poll_brings_the_claim_forward():
-    store = SimpleNamespace(limited={"slow"}, rate_room_at=lambda queues, at: at.wall + 0.5)
+    store = SimpleNamespace(rate_room_at=lambda queues, at: at.wall + 0.5)
     policy = ClaimPolicy(store, ("slow",), slots=1)
-    policy.claimed([], claim=1, now=10.0, at=Instant(1e6, 10.0, "d"), poll=5.0)
+    policy.claimed([], claim=1, now=10.0, at=Instant(1e6, 10.0, "d"), poll=5.0, limited=frozenset({"slow"}))
     assert policy.claim_at == pytest.approx(10.5)
 
     def down(queues, at):

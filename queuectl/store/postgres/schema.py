@@ -14,12 +14,14 @@ folded totals, and one worker at a time folds them (PostgresStore.maintain).
 
 import re
 
-from queuectl.schema import (_KEY_HELD_V6, CANCEL_DEPENDANTS, CASCADED, KEY_HELD, RELEASE_DEPENDANTS, SCHEDULES_LIMITS,
-                             START_CLOCKS)
-from queuectl.store import timing
+from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
+                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS)
+from queuectl.store import fragments, timing
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
+#: The NOTIFY channel that wakes workers.
+CHANNEL = "queuectl"
 
 #: The tables of the schema, which queries name bare and the store qualifies (postgres.qualify).
 TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
@@ -27,7 +29,9 @@ TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_delta
           "schedules", "queue_starts")
 
 #: The body of the jobs table's update trigger (counts by state, and runs by outcome of the rows that
-#: leave processing, RUNS_FILTER narrowing those), shared by the steps that create and replace it.
+#: leave processing, RUNS_FILTER narrowing those, RECOVERED_WHEN telling a recovered run), shared by the steps
+#: that create and replace it. Steps 1 and 3 told a recovered run by its error text (_LOST_TEXT); step 9 by
+#: its outcome code (shared_schema.RECOVERED).
 _COUNT_UPDATE = """
 BEGIN
     INSERT INTO job_count_deltas (queue, state, n)
@@ -35,13 +39,14 @@ BEGIN
             SELECT queue, state, 1 AS n FROM new_rows UNION ALL SELECT queue, state, -1 FROM old_rows) d
         GROUP BY queue, state HAVING sum(n) <> 0;
     INSERT INTO job_run_deltas (queue, outcome, n)
-        SELECT n.queue, CASE WHEN n.last_error = 'worker lost' THEN 'recovered'
+        SELECT n.queue, CASE WHEN RECOVERED_WHEN THEN 'recovered'
                              WHEN n.state = 'pending' THEN 'requeued' ELSE n.state END, count(*)
         FROM old_rows o JOIN new_rows n ON n.seq = o.seq
         WHERE o.state = 'processing' AND n.state <> 'processing'RUNS_FILTER
         GROUP BY 1, 2;
     RETURN NULL;
 END $$;"""
+_LOST_TEXT = "n.last_error = 'worker lost'"
 
 #: A claim that keeps the queue limits (queuectl.store.limits), as a function, so that the one-statement
 #: exchange can call it: a VOLATILE function's statements each take a fresh snapshot (READ COMMITTED), so
@@ -49,15 +54,15 @@ END $$;"""
 #: the locks; one statement alone would count with the snapshot it began with. Its rules are those of
 #: LimitStore._claim_within_limits: each queue with ready jobs in turn (one seek of jobs_ready_queue
 #: each), and of a limited one its room (its limits less its processing jobs and its claims in the
-#: window), of which a claim takes timing.ahead(room, p_free); each queue's first jobs, locked FOR UPDATE
+#: window), of which a claim takes fragments.allowed(room, p_free, n); each queue's first jobs, locked FOR UPDATE
 #: SKIP LOCKED; the first p_claim of all in claim order; the claims of rate-limited queues recorded.
 #: Small statements, each planned once per session (one statement doing it all cost more to plan than
 #: to run). The time rules (due, the rate window and its rebase, claiming ahead) are queuectl.store.timing's,
-#: rendered in by claim_limited(); the ready condition's other terms are SqlStore._ready_filter's (_READY,
-#: _NOT_PAUSED). A change to any of them needs a step that replaces this function (tests/test_limits.py
-#: fails until there is one). p_leaving names jobs of p_worker that the calling statement ends or gives
+#: and the claim's (the ready filter, claim order, SET list and claiming ahead within a limit) are
+#: queuectl.store.fragments', rendered in by claim_limited(). A change to any of them needs a step that
+#: replaces this function (tests/test_limits.py fails until there is one). p_leaving names jobs of p_worker that the calling statement ends or gives
 #: back: their places count as free (the caller's own changes are not yet visible to the function). Returns
-#: the claimed rows. Placeholders: REBASE, EXPIRE, AHEAD, DUE, RECORD.
+#: the claimed rows. Placeholders: REBASE, EXPIRE, ALLOWED, READY_STATES, READY_JOB, CLAIM_ORDER, CLAIM_SET, RECORD.
 _CLAIM_LIMITED = """
 CREATE OR REPLACE FUNCTION claim_limited(p_worker bigint, p_queues text[], p_claim integer, p_free integer,
                               p_now double precision, p_domain text, p_mono double precision, p_slack double precision,
@@ -82,7 +87,7 @@ BEGIN
         IF cardinality(p_queues) > 0 THEN  -- the worker's queues, in turn
             q := (SELECT min(x) FROM unnest(p_queues) x WHERE x > q);
         ELSE  -- the next queue with ready jobs: one seek of jobs_ready_queue
-            q := (SELECT queue FROM jobs WHERE state IN ('pending', 'failed') AND queue > q ORDER BY queue LIMIT 1);
+            q := (SELECT queue FROM jobs WHERE READY_STATES AND queue > q ORDER BY queue LIMIT 1);
         END IF;
         EXIT WHEN q IS NULL;
         n := p_claim;
@@ -100,32 +105,31 @@ BEGIN
                 room := least(room, lim.rate_count - (SELECT count(*) FROM queue_starts s WHERE s.queue = q));
                 rated := rated || q;
             END IF;
-            room := greatest(room, 0);
-            n := least(n, AHEAD);
+            n := ALLOWED;
         END IF;
         IF n > 0 THEN
-            picked := picked || ARRAY(SELECT j.seq FROM jobs j WHERE j.queue = q AND j.state IN ('pending', 'failed')
-                AND DUE
-                AND NOT EXISTS (SELECT 1 FROM queues WHERE name = q AND paused_at IS NOT NULL)
-                ORDER BY j.priority DESC, j.run_at, j.seq LIMIT n FOR UPDATE SKIP LOCKED);
+            picked := picked || ARRAY(SELECT j.seq FROM jobs j WHERE j.queue = q AND READY_JOB
+                ORDER BY CLAIM_ORDER LIMIT n FOR UPDATE SKIP LOCKED);
         END IF;
     END LOOP;
-    chosen := ARRAY(SELECT seq FROM jobs WHERE seq = ANY(picked) ORDER BY priority DESC, run_at, seq LIMIT p_claim);
+    chosen := ARRAY(SELECT seq FROM jobs WHERE seq = ANY(picked) ORDER BY CLAIM_ORDER LIMIT p_claim);
     IF cardinality(rated) > 0 THEN
         RECORD FROM jobs WHERE seq = ANY(chosen) AND queue = ANY(rated);
     END IF;
-    RETURN QUERY UPDATE jobs j SET state = 'processing', worker_id = p_worker, started_at = NULL, updated_at = p_now,
-        finished_at = NULL, exit_code = NULL, pgid = NULL WHERE j.seq = ANY(chosen) RETURNING j.*;
+    RETURN QUERY UPDATE jobs j SET CLAIM_SET WHERE j.seq = ANY(chosen) RETURNING j.*;
 END $$;
 """
 
 
 def claim_limited() -> str:
-    """The CREATE OR REPLACE FUNCTION of claim_limited with the rules of queuectl.store.timing rendered in (its
-    arguments for the clock: p_domain, p_mono, p_now; the queue: q; its window: lim.rate_window; slack: p_slack)."""
-    names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack"}
-    rules = {"REBASE": timing.REBASE, "EXPIRE": ";\n                ".join(timing.EXPIRE), "AHEAD": timing.ahead("room", "p_free"),
-             "DUE": timing.due("j."), "RECORD": timing.RECORD.replace("{queue}", "queue")}
+    """Return the CREATE OR REPLACE FUNCTION of claim_limited with the rules of queuectl.store.timing and
+    queuectl.store.fragments rendered in (its arguments for the clock: p_domain, p_mono, p_now; the worker:
+    p_worker; the queue: q; its window: lim.rate_window; slack: p_slack)."""
+    names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack", "worker": "p_worker"}
+    rules = {"REBASE": timing.REBASE, "EXPIRE": ";\n                ".join(timing.EXPIRE),
+             "ALLOWED": fragments.allowed("room", "p_free", "n"), "READY_STATES": fragments.READY_STATES,
+             "READY_JOB": fragments.ready("j."), "CLAIM_ORDER": fragments.CLAIM_ORDER, "CLAIM_SET": fragments.CLAIM_SET,
+             "RECORD": timing.RECORD.replace("{queue}", "queue")}
     text = _CLAIM_LIMITED
     for token, sql in rules.items():
         text = re.sub(rf"\b{token}\b", lambda _m, sql=sql: timing.render(sql, names), text)
@@ -199,7 +203,7 @@ CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs REFERENCING OLD TABLE AS o
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_count_delete();
 
 -- How runs ended, by queue (as SQLite's jobs_count_runs): a processing job that leaves processing.
-CREATE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql AS $$""" + _COUNT_UPDATE.replace("RUNS_FILTER", "") + """
+CREATE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql AS $$""" + _COUNT_UPDATE.replace("RUNS_FILTER", "").replace("RECOVERED_WHEN", _LOST_TEXT) + """
 CREATE TRIGGER jobs_count_update AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_count_update();
 
@@ -237,9 +241,10 @@ ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
 """,
     # As SQLite's step 5: a job given back unstarted (started_at NULL) made no run.
     3: "CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger LANGUAGE plpgsql"
-       " SET search_path = queuectl AS $$" + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL"),
+       " SET search_path = queuectl AS $$" + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL")
+                                             .replace("RECOVERED_WHEN", _LOST_TEXT),
     # As SQLite's step 6: idempotency keys, held by at most one job that has not ended.
-    4: f"ALTER TABLE jobs ADD COLUMN key text; CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {_KEY_HELD_V6};",
+    4: f"ALTER TABLE jobs ADD COLUMN key text; CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {KEY_HELD_V6};",
     # As SQLite's step 7: dependencies and the blocked state, and output written while a job runs.
     # The trigger is a row trigger whose function's statements each take a fresh snapshot (a
     # VOLATILE function's, in READ COMMITTED): so a completion that waited for an enqueue's lock on
@@ -280,9 +285,18 @@ CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
     # in the same transaction as this step for a database older than version 6, so only step 7 holds it now.)
     6: SCHEDULES_LIMITS.replace("SCHEDULE_PK", "text PRIMARY KEY").replace("REAL_T", "double precision")
                        .replace("INT_T", "bigint"),
-    # As SQLite's step 9: rate windows on the monotonic clock (START_CLOCKS), and claim_limited with the time
-    # rules of queuectl.store.timing rendered in.
-    7: START_CLOCKS.replace("REAL_T", "double precision") + claim_limited(),
+    # As SQLite's step 9: rate windows on the monotonic clock (START_CLOCKS). (As released, this step also replaced
+    # claim_limited with the time rules of queuectl.store.timing rendered in; step 8 replaces it, in the same
+    # transaction as this step for a database older than version 7, so only step 8 holds it now.)
+    7: START_CLOCKS.replace("REAL_T", "double precision"),
+    # claim_limited with every shared fragment rendered in (queuectl.store.fragments: the ready filter, the claim
+    # order and SET list, claiming ahead within a limit), not only the time rules.
+    8: claim_limited(),
+    # As SQLite's step 10: outcome codes, a recovered run told by jobs.end_code rather than its error text.
+    9: "ALTER TABLE jobs ADD COLUMN end_code text; CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger"
+       " LANGUAGE plpgsql SET search_path = queuectl AS $$"
+       + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL")
+                      .replace("RECOVERED_WHEN", f"n.end_code = '{RECOVERED}'"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -1,5 +1,8 @@
 """The SQLite schema and its forward migrations, keyed by PRAGMA user_version."""
 
+from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
+                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS)
+
 #: Written to PRAGMA application_id so a queuectl database is told apart from other SQLite files ("QCTL").
 APPLICATION_ID = 0x5143544C
 
@@ -8,39 +11,9 @@ _V3_COLUMNS = ("seq, id, queue, command, state, priority, attempts, max_retries,
                " updated_at, started_at, finished_at, worker_id, pgid, pgid_start, exit_code, last_error, delay,"
                " due_boot, due_mono")
 
-#: The jobs that hold their idempotency key (the jobs_key_held partial index's WHERE, which an
-#: enqueue's ON CONFLICT names): those that have not ended.
-KEY_HELD = "key IS NOT NULL AND state IN ('pending', 'blocked', 'failed', 'processing')"
-#: KEY_HELD as schema version 6 (PostgreSQL step 4) made it, before the blocked state.
-_KEY_HELD_V6 = "key IS NOT NULL AND state IN ('pending', 'failed', 'processing')"
 
 #: The jobs table's columns in version 6, which version 7 copies.
 _V6_COLUMNS = _V3_COLUMNS + ", cancel_requested_at, key"
-
-#: What a job's dependants become when it completes or ends otherwise (triggers of both engines,
-#: which name the job that changed NEW): released when it was the last of their dependencies not
-#: completed; cancelled, every blocked job after it down the chains at once, each with a last error
-#: naming it, when it ended dead or cancelled. The jobs so cancelled (CASCADED) run no trigger of
-#: their own: there is nothing left below them (and PostgreSQL's triggers, which do recurse, would
-#: otherwise nest as deep as the chain is long).
-RELEASE_DEPENDANTS = ("UPDATE jobs SET blockers = blockers - 1, updated_at = NEW.updated_at,"
-                      " state = CASE WHEN blockers <= 1 THEN 'pending' ELSE 'blocked' END"
-                      " WHERE state = 'blocked' AND seq IN (SELECT seq FROM job_deps WHERE after_seq = NEW.seq)")
-CANCEL_DEPENDANTS = (
-    "UPDATE jobs SET state = 'cancelled', updated_at = NEW.updated_at, finished_at = NEW.updated_at,"
-    " delay = NULL, due_boot = NULL, due_mono = NULL,"
-    " last_error = 'dependency ' || NEW.id || CASE WHEN NEW.state = 'dead' THEN ' is dead' ELSE ' was cancelled' END"
-    " WHERE state = 'blocked' AND seq IN (WITH RECURSIVE down (seq) AS (SELECT seq FROM job_deps"
-    " WHERE after_seq = NEW.seq UNION SELECT d.seq FROM job_deps d JOIN down ON d.after_seq = down.seq)"
-    " SELECT seq FROM down)")
-#: A job NEW that CANCEL_DEPENDANTS cancelled.
-CASCADED = "NEW.state = 'cancelled' AND coalesce(NEW.last_error, '') LIKE 'dependency %'"
-
-
-def dependency_failed(dep_id: str, state: str) -> str:
-    """The last error of a job whose dependency `dep_id` had already ended `state` (dead or cancelled)
-    when the job was enqueued: CANCEL_DEPENDANTS's wording."""
-    return f"dependency {dep_id} {'is dead' if state == 'dead' else 'was cancelled'}"
 
 
 #: What the table rebuilds (steps 4 and 7) share, as step 4 wrote it: the jobs table's first columns
@@ -98,44 +71,16 @@ WHEN NEW.run_at IS NOT OLD.run_at AND NEW.due_mono IS OLD.due_mono AND NEW.due_m
 END;
 """
 
-#: Recurring jobs (`queuectl schedule`) and queue limits (`queuectl limit`), as both engines make them
-#: (SCHEDULE_PK, REAL_T and INT_T stand for each engine's types). A schedule's run is a job whose id
-#: names the schedule and the slot (queuectl.recurrence.slot_id): the jobs' unique id is what makes
-#: every other attempt to fire that slot a no-op. Limits live beside pause in queues; queue_starts
-#: holds the claims of rate-limited queues within their window.
-SCHEDULES_LIMITS = """
-CREATE TABLE schedules (
-    name       SCHEDULE_PK,
-    kind       TEXT NOT NULL CHECK (kind IN ('cron', 'every')),
-    expr       TEXT NOT NULL,                -- a cron expression, or the interval in seconds
-    zone       TEXT NOT NULL,                -- IANA time zone of a cron expression's fields
-    template   TEXT NOT NULL,                -- JSON: the runs' job fields
-    overlap    TEXT NOT NULL CHECK (overlap IN ('skip', 'allow')),
-    created_at REAL_T NOT NULL,
-    paused_at  REAL_T,                       -- Unix seconds; NULL: firing
-    next_at    REAL_T NOT NULL,              -- the next slot, Unix seconds on the store's clock
-    last_slot  REAL_T,                       -- the last slot fired or skipped
-    last_job   TEXT,                         -- the id of the last run added
-    fired_at   REAL_T,                       -- when it was added
-    skipped    INT_T NOT NULL DEFAULT 0      -- slots skipped while the previous run had not ended
-);
-CREATE INDEX schedules_due ON schedules (next_at) WHERE paused_at IS NULL;
-ALTER TABLE queues ADD COLUMN concurrency INT_T;        -- at most this many jobs processing at once
-ALTER TABLE queues ADD COLUMN rate_count INT_T;         -- at most rate_count claims ...
-ALTER TABLE queues ADD COLUMN rate_window REAL_T;       -- ... in any rate_window seconds
--- Claims with limits in force read each queue's ready jobs apart (queuectl.store.limits).
-CREATE INDEX jobs_ready_queue ON jobs (queue, priority DESC, run_at, seq) WHERE state IN ('pending', 'failed');
-CREATE TABLE queue_starts (queue TEXT NOT NULL, at REAL_T NOT NULL);
-CREATE INDEX queue_starts_queue ON queue_starts (queue, at);
-"""
 
-#: The clock of a rate-limited claim (queuectl.store.timing), as both engines add it (REAL_T: each engine's
-#: type): the boot id and CLOCK_MONOTONIC seconds of the claiming worker beside its wall-clock `at`. Rows
-#: from before (NULL boot) are read on the wall clock, as before.
-START_CLOCKS = """
-ALTER TABLE queue_starts ADD COLUMN boot TEXT;          -- boot id of the claim's monotonic reading
-ALTER TABLE queue_starts ADD COLUMN mono REAL_T;        -- CLOCK_MONOTONIC seconds of that boot
-CREATE INDEX queue_starts_mono ON queue_starts (queue, boot, mono);
+#: The run counter's trigger as steps 5 and 10 make it: a run (a job that leaves processing, its start recorded)
+#: counted by outcome; RECOVERED_WHEN tells a recovered one (step 5: by its error text; step 10: its code).
+_COUNT_RUNS = """CREATE TRIGGER jobs_count_runs AFTER UPDATE OF state ON jobs
+WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_at IS NOT NULL BEGIN
+    INSERT INTO job_runs (queue, outcome, n) VALUES (NEW.queue,
+        CASE WHEN RECOVERED_WHEN THEN 'recovered'
+             WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
+        ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
+END;
 """
 
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
@@ -288,21 +233,12 @@ CREATE TABLE leases (
        .replace("REBUILT_INDEXES_TRIGGERS", _REBUILT_INDEXES_TRIGGERS),
     # A job claimed ahead and given back unstarted (started_at NULL: released, or recovered from
     # a dead worker before its start was recorded) made no run: it is not counted as one.
-    5: """
-DROP TRIGGER jobs_count_runs;
-CREATE TRIGGER jobs_count_runs AFTER UPDATE OF state ON jobs
-WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_at IS NOT NULL BEGIN
-    INSERT INTO job_runs (queue, outcome, n) VALUES (NEW.queue,
-        CASE WHEN NEW.last_error = 'worker lost' THEN 'recovered'
-             WHEN NEW.state = 'pending' THEN 'requeued' ELSE NEW.state END, 1)
-        ON CONFLICT (queue, outcome) DO UPDATE SET n = n + 1;
-END;
-""",
+    5: "\nDROP TRIGGER jobs_count_runs;\n" + _COUNT_RUNS.replace("RECOVERED_WHEN", "NEW.last_error = 'worker lost'"),
     # Idempotency keys: at most one job that has not ended (pending, failed and due again, or
     # processing) holds a key; an enqueue of a held key adds nothing (SqlStore.enqueue).
     6: f"""
 ALTER TABLE jobs ADD COLUMN key TEXT;
-CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {_KEY_HELD_V6};
+CREATE UNIQUE INDEX jobs_key_held ON jobs (key) WHERE {KEY_HELD_V6};
 """,
     # Dependencies (a job's `after`): the blocked state, which again needs the table rebuilt for its
     # CHECK (as step 4). A blocked job waits for `blockers` dependencies still to complete; job_deps
@@ -359,6 +295,11 @@ END;
                        .replace("INT_T", "INTEGER"),
     # Rate windows on the monotonic clock: START_CLOCKS (both engines).
     9: START_CLOCKS.replace("REAL_T", "REAL"),
+    # Outcome codes: a run that recovery ended is told by jobs.end_code (RECOVERED), not by its error text.
+    10: """
+ALTER TABLE jobs ADD COLUMN end_code TEXT;    -- recovered: its last run's worker was lost; NULL: any other end
+DROP TRIGGER jobs_count_runs;
+""" + _COUNT_RUNS.replace("RECOVERED_WHEN", f"NEW.end_code = '{RECOVERED}'"),
 }
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.

@@ -1,6 +1,6 @@
 """The PostgreSQL store: workers on many hosts share one queue through one server.
 
-What differs from SQLite (the queries themselves are shared: queuectl.store.sql):
+What differs from SQLite (the queries themselves are shared: queuectl.store.sql and its concerns):
 - Claims: one statement, a CTE that picks `ORDER BY priority DESC, run_at, seq LIMIT n
   FOR UPDATE SKIP LOCKED` and an UPDATE ... RETURNING of what it picked. The CTE is what
   keeps the planner from claiming more than n; SKIP LOCKED lets claims run side by side.
@@ -25,9 +25,7 @@ psycopg 3 is imported here only: SQLite users need not install it.
 
 from __future__ import annotations
 
-import base64
 import functools
-import json
 import re
 import select
 import time
@@ -37,14 +35,11 @@ from itertools import zip_longest
 from typing import Any, Iterator
 
 from queuectl import settings as settings_mod
-from queuectl.clock import Instant, instant
+from queuectl.clock import Instant
 from queuectl.dburi import redact, uri_error
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
-from queuectl.store.postgres_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
-from queuectl.models import JobState
-from queuectl.store.base import Exchange, WorkerGone
-from queuectl.store.limits import LIMITED, RATE_SLACK
-from queuectl.store.sql import _JOB_COLUMNS, _RELEASED, SqlStore, claimed_jobs
+from queuectl.store.postgres.exchange import OneStatementExchange
+from queuectl.store.postgres.schema import CHANNEL, MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
 
 try:
     import psycopg
@@ -66,8 +61,6 @@ TCP_FAILFAST = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
 RECONNECT_MIN, RECONNECT_MAX = 0.5, 4.0
 #: Seconds a worker waits for its own test notification (wakeup_source); it comes in milliseconds.
 PROBE_TIMEOUT = 5.0
-#: The NOTIFY channel that wakes workers.
-CHANNEL = "queuectl"
 #: Advisory lock keys (pg_advisory_xact_lock): schema migration, counter folding.
 LOCK_MIGRATE, LOCK_FOLD = 0x51435401, 0x51435402
 
@@ -188,7 +181,7 @@ class _Wakeups:
         self.conn.close()
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(OneStatementExchange):
     """A queuectl queue in the `queuectl` schema of a PostgreSQL database.
 
     `uri` is a libpq connection URI (postgresql://user@host/dbname,
@@ -374,122 +367,6 @@ class PostgresStore(SqlStore):
 
     # -- claims, wake-ups, maintenance ---------------------------------------------------------
 
-    def _claim_rows(self, c, worker_id: int, where: str, params: list, limit: int, now: Instant) -> list:
-        return c.execute(f"WITH {_claim_ctes(where)} SELECT * FROM claimed",
-                         (*params, limit, worker_id, now.wall)).fetchall()
-
-    def exchange(self, worker_id, ex, queues, now, config=None):
-        """SqlStore.exchange; when every ended job succeeded and none is requeued (the hot path), in one
-        statement: one round trip, its own transaction (data-modifying CTEs, each guarded by the
-        worker's share-locked row, so that a worker no longer registered changes nothing)."""
-        if ex.requeue or ex.output or any(not o.ok for o in ex.ended) or not (ex.writes() or ex.claim > 0):
-            return super().exchange(worker_id, ex, queues, now, config)
-        now = instant(now)
-        if not ex.writes() and not self._any_ready(queues, now):
-            return [], []  # an idle poll: a read, no row lock
-        ended_ids = {o.job_id for o in ex.ended}
-        # A row may change once per statement: a start recorded now wins over a release, an end over both.
-        running = [r for r in ex.running if r.job_id not in ended_ids]
-        release = [j for j in ex.release if j not in ended_ids and j not in {r.job_id for r in running}]
-        where, params = self._ready_filter(queues, now)
-        limited = bool(self.limited) and ex.claim > 0  # a limit was in force at the last claim
-        if limited:  # the claim keeps the limits
-            claim_ctes = f"claimed AS (SELECT {_RETURNED} FROM {_CLAIM_LIMITED} j WHERE EXISTS (SELECT 1 FROM w))"
-            claim_params = _claim_limited_params(worker_id, queues, ex.claim, ex.free, now, [*ended_ids, *release])
-        else:
-            claim_ctes = _claim_ctes(f"{where} AND EXISTS (SELECT 1 FROM w) AND NOT (SELECT limited FROM lim)")
-            claim_params = (*params, max(ex.claim, 0), worker_id, now.wall)
-        sql = (
-            f"WITH w AS (SELECT id FROM workers WHERE id = ?{self.FOR_SHARE}),"
-            " run AS (UPDATE jobs j SET attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN u.inc ELSE 0 END,"
-            " started_at = coalesce(u.started_at, j.started_at),"
-            " pgid = coalesce(u.pgid, j.pgid), pgid_start = coalesce(u.pgid_start, j.pgid_start)"
-            " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, pgid int, pgid_start bigint)"
-            " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing' RETURNING j.seq),"
-            " ok AS (UPDATE jobs j SET state = 'completed',"
-            " attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN u.inc ELSE 0 END,"
-            " started_at = coalesce(u.started_at, j.started_at), updated_at = ?, finished_at = least(u.ended_at, ?),"
-            " exit_code = u.exit_code, last_error = NULL, worker_id = NULL, pgid = NULL, pgid_start = NULL"
-            " FROM w, json_to_recordset(?::json) AS u(id text, inc int, started_at float8, ended_at float8,"
-            " exit_code int, stdout text, stderr text, out_total bigint, err_total bigint)"
-            " WHERE j.id = u.id AND j.worker_id = w.id AND j.state = 'processing'"
-            " RETURNING j.id, j.seq, j.attempts, j.dependants, decode(u.stdout, 'base64') AS stdout,"
-            " decode(u.stderr, 'base64') AS stderr, u.out_total, u.err_total),"
-            " outs AS (INSERT INTO job_output (seq, stdout, stderr, attempt, stdout_total, stderr_total)"
-            " SELECT seq, stdout, stderr, attempts, coalesce(out_total, length(stdout)),"
-            " coalesce(err_total, length(stderr)) FROM ok WHERE length(stdout) > 0 OR length(stderr) > 0"
-            " ON CONFLICT (seq) DO UPDATE SET stdout = excluded.stdout, stderr = excluded.stderr,"
-            " attempt = excluded.attempt, stdout_total = excluded.stdout_total, stderr_total = excluded.stderr_total),"
-            " clear AS (DELETE FROM job_output WHERE seq IN (SELECT seq FROM ok WHERE attempts > 1"
-            " AND length(stdout) = 0 AND length(stderr) = 0)),"
-            f" rel AS (UPDATE jobs j SET {_RELEASED}, updated_at = ?"
-            " FROM w WHERE j.id = ANY(?::text[]) AND j.worker_id = w.id AND j.state = 'processing'"
-            " AND j.started_at IS NULL),"
-            f" lk AS (SELECT name FROM queues WHERE {LIMITED} AND (cardinality(?::text[]) = 0"
-            " OR name = ANY(?::text[])) ORDER BY name),"
-            " lim AS (SELECT count(*) > 0 AS limited, array_agg(name) AS names FROM lk),"
-            f" {claim_ctes}"
-            " SELECT (SELECT count(*) FROM w) AS alive, (SELECT array_agg(id) FROM ok) AS completed,"
-            " (SELECT bool_or(dependants <> 0) FROM ok) AS released, (SELECT limited FROM lim) AS limited,"
-            " (SELECT names FROM lim) AS limited_names, c.*"
-            " FROM (SELECT 1) AS one LEFT JOIN claimed c ON true")
-        ended = ex.ended
-        # The batch goes as JSON (one parameter each, which psycopg sends as text, where arrays cost it
-        # a dumper per element); output as base64.
-        values = (
-            worker_id,
-            json.dumps([{"id": r.job_id, "inc": int(r.started_at is not None), "started_at": r.started_at,
-                         "pgid": r.pgid, "pgid_start": r.pgid_start} for r in running]),
-            now.wall, now.wall,
-            json.dumps([{"id": o.job_id, "inc": int(o.started_at is not None), "started_at": o.started_at,
-                         "ended_at": now.wall if o.ended_at is None else o.ended_at, "exit_code": o.exit_code,
-                         "stdout": _b64(o.stdout), "stderr": _b64(o.stderr),
-                         "out_total": o.written and o.written[0], "err_total": o.written and o.written[1]}
-                        for o in ended]),
-            now.wall, now.wall, release, list(queues), list(queues), *claim_params)
-        with self._errors():
-            rows = self.c.execute(sql, values).fetchall()
-        if not rows[0]["alive"]:
-            raise WorkerGone(f"worker #{worker_id} is no longer registered")
-        if rows[0]["released"]:
-            self._wake_others()
-        completed = set(rows[0]["completed"] or ())
-        jobs = claimed_jobs(r for r in rows if r["seq"] is not None)
-        if rows[0]["limited"] and ex.claim > 0 and not limited:  # a limit came in force: claim so, this once apart
-            jobs = super().exchange(worker_id, Exchange(claim=ex.claim, free=ex.free), queues, now, config)[1]
-        if ex.claim > 0:
-            self.limited = frozenset(rows[0]["limited_names"] or ())
-        return [JobState.COMPLETED if o.job_id in completed else None for o in ended], jobs
-
-    def _claim_within_limits(self, c, worker_id, queues, limit, free, limits, now):
-        """LimitStore._claim_within_limits by claim_limited (postgres_schema.claim_limited), the function the
-        one-statement exchange calls too: one statement, its rules written once for this engine."""
-        return c.execute(f"SELECT {_RETURNED} FROM {_CLAIM_LIMITED} j",
-                         _claim_limited_params(worker_id, queues, limit, free, now, [])).fetchall()
-
-    def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:
-        """SqlStore._update_returning in one round trip: psycopg's executemany pipelines the statements."""
-        if len(rows) < 2:
-            return super()._update_returning(c, sql, rows)
-        out = []
-        with c.conn.cursor() as cur:
-            cur.executemany(c._sql(sql), rows, returning=True)
-            while True:
-                out.append(cur.fetchone())
-                if not cur.nextset():
-                    break
-        return out
-
-    def _wake_others(self) -> None:
-        """After a committed exchange whose completions released dependants (trigger jobs_dependants),
-        which its own claim could not see: NOTIFY, so that the workers claim them now. Best effort: the
-        poll is the fallback, and the exchange is committed already."""
-        try:
-            with self._errors():
-                self.c.execute(f"NOTIFY {CHANNEL}")
-        except DatabaseError:
-            pass
-
     def _notify(self, c) -> None:
         c.execute(f"NOTIFY {CHANNEL}")  # delivered at commit; one per transaction, however many rows
 
@@ -562,35 +439,6 @@ def _parse(uri: str) -> dict:
         except UnicodeDecodeError:  # psycopg decodes libpq's percent-decoded values as UTF-8
             why = "a percent-encoded value is not UTF-8 text"
     raise InvalidInput(f"not a valid PostgreSQL URI: {why}")
-
-
-def _claim_ctes(where: str) -> str:
-    """The CTEs `picked` and `claimed` of a claim: `picked` takes the ready jobs matching `where` in
-    claim order, `LIMIT ? FOR UPDATE SKIP LOCKED` (the CTE keeps the planner from claiming more);
-    `claimed` moves them to processing for a worker (parameters after `where`'s: limit, worker id,
-    now) and returns their columns. A claim counts no attempt (see SqlStore.exchange)."""
-    return (f"picked AS (SELECT seq FROM jobs WHERE {where} ORDER BY priority DESC, run_at, seq"
-            " LIMIT ? FOR UPDATE SKIP LOCKED),"
-            " claimed AS (UPDATE jobs j SET state = 'processing', worker_id = ?, started_at = NULL, updated_at = ?,"
-            f" finished_at = NULL, exit_code = NULL, pgid = NULL FROM picked WHERE j.seq = picked.seq"
-            f" RETURNING {_RETURNED})")
-
-
-_RETURNED = ", ".join(f"j.{col.strip()}" for col in _JOB_COLUMNS.split(","))
-#: A call of claim_limited (postgres_schema.claim_limited); its parameters: _claim_limited_params.
-_CLAIM_LIMITED = (f"{SCHEMA}.claim_limited(?::bigint, ?::text[], ?::integer, ?::integer, ?::float8, ?::text, ?::float8,"
-                  " ?::float8, ?::text[])")
-
-
-def _claim_limited_params(worker_id: int, queues, claim: int, free: int | None, now: Instant, leaving: list) -> tuple:
-    """The parameters of _CLAIM_LIMITED: a claim of up to `claim` jobs for `worker_id` from `queues`, `free` of them
-    for free slots (None: all), at `now`; `leaving`: the worker's jobs that the same statement ends or gives back."""
-    return (worker_id, list(queues), claim, claim if free is None else free, now.wall, now.domain, now.mono,
-            RATE_SLACK, leaving)
-
-
-def _b64(data: bytes | None) -> str:
-    return base64.b64encode(data).decode("ascii") if data else ""
 
 
 def _first_line(error: Exception) -> str:

@@ -1,6 +1,7 @@
 """The SQLite store: the connection, transactions, migrations and file care that only SQLite needs.
 
-The queue's queries live in queuectl.store.sql, shared with PostgreSQL. Every write is
+The queue's queries live in queuectl.store.sql and its concerns, shared with PostgreSQL; the schema in
+queuectl.store.sqlite.schema, the file's space care in queuectl.store.sqlite.space. Every write is
 one BEGIN IMMEDIATE transaction, so writers never interleave and claims need no row
 locks; WAL lets readers go on meanwhile.
 """
@@ -12,28 +13,26 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from queuectl import settings as settings_mod
-from queuectl.clock import Instant, instant
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied, QueuectlError
-from queuectl.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
-from queuectl.store.base import PURGE_BATCH
-from queuectl.store.sql import _JOB_COLUMNS, SqlStore
+from queuectl.clock import Instant
+from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied
+from queuectl.store.sqlite.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
+from queuectl.store.fragments import CLAIM_ORDER, CLAIM_SET
+from queuectl.store.core import JOB_COLUMNS
+from queuectl.store.sqlite.space import SpaceCare
+from queuectl.store.timing import placeholders
 
 #: Seconds a connection waits for another writer's lock before reporting "database is locked".
 BUSY_TIMEOUT = 30.0
 #: Bytes the WAL file is truncated to after a checkpoint (PRAGMA journal_size_limit).
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
-#: Seconds a purge waits, on the monotonic clock, after giving freed pages back and cutting the WAL back
-#: before it does so again: purges give space back at most this often.
-RECLAIM_EVERY = 10.0
-#: The share of the file that must be free pages before a purge gives them back.
-RECLAIM_FREE = 0.25
-#: Pages a purge gives back at once, at most: giving back moves pages and holds the write lock meanwhile.
-RECLAIM_PAGES = 16 * PURGE_BATCH
+#: The claim's SET list with `?` placeholders (parameters: worker id, now).
+_CLAIM_SET = placeholders(CLAIM_SET)[0]
 
-class SqliteStore(SqlStore):
+
+class SqliteStore(SpaceCare):
     """A queuectl database in one SQLite file.
 
     `defaults` replaces built-in setting defaults (from the site configuration file).
@@ -41,12 +40,14 @@ class SqliteStore(SqlStore):
     loss; workers use durable=False (synchronous=NORMAL in WAL mode): a power loss may then
     forget a claim or a completion, and the job runs again (at least once, never lost).
     Raises InvalidInput when the path cannot hold a database or holds another program's
-    file, DatabaseError when the database cannot be used.
+    file, DatabaseError when the database cannot be used. `after_commit(store)` is called after a
+    commit that may have made jobs ready or requested cancels (see open_store).
     """
 
     def __init__(self, path: str, *, durable: bool = True, busy_timeout: float = BUSY_TIMEOUT,
-                 defaults: dict[str, Any] | None = None):
+                 defaults: dict[str, Any] | None = None, after_commit: Callable[[Any], None] | None = None):
         self.path = os.path.abspath(path)
+        self.after_commit = after_commit
         self.busy_timeout = busy_timeout
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
         self.c: sqlite3.Connection
@@ -112,7 +113,7 @@ class SqliteStore(SqlStore):
     def _write(self) -> Iterator[sqlite3.Connection]:
         """Run the block in one BEGIN IMMEDIATE transaction; roll back on any exception.
 
-        Once it committed, this host's workers are woken if the block called `_notify`.
+        Once it committed, `after_commit` is called if the block called `_notify`.
         """
         with self._errors():
             self.conn.execute("BEGIN IMMEDIATE")
@@ -126,22 +127,12 @@ class SqliteStore(SqlStore):
                 raise
         if self._wake_pending:
             self._wake_pending = False
-            self._wake_workers()
+            if self.after_commit is not None:
+                self.after_commit(self)
 
     def _notify(self, c) -> None:
-        """Mark a wake-up for this host's workers, sent by `_write` once the transaction committed."""
+        """Mark a wake-up for the workers, handed to `after_commit` by `_write` once the transaction committed."""
         self._wake_pending = True
-
-    def _wake_workers(self) -> None:
-        """Wake this host's workers by a datagram each (queuectl.wake), so that they claim, or look for
-        cancel requests, at once rather than at their next poll or heartbeat. Never raises: the poll is
-        the fallback, and the command's work is committed already."""
-        from queuectl import procs, wake
-
-        try:
-            wake.poke(pid for pid, boot in self.worker_pids(procs.hostname()) if procs.same_boot(boot))
-        except (QueuectlError, OSError):
-            pass
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -199,84 +190,10 @@ class SqliteStore(SqlStore):
     def _claim_rows(self, c, worker_id: int, where: str, params: list, limit: int, now: Instant) -> list:
         # One UPDATE ... RETURNING: inside BEGIN IMMEDIATE no other writer can claim meanwhile.
         return c.execute(
-            f"UPDATE jobs SET state = 'processing', worker_id = ?,"
-            f" started_at = NULL, updated_at = ?, finished_at = NULL, exit_code = NULL, pgid = NULL"
-            f" WHERE seq IN (SELECT seq FROM jobs {self.READY_INDEX} WHERE {where}"
-            f" ORDER BY priority DESC, run_at, seq LIMIT ?) RETURNING {_JOB_COLUMNS}",
+            f"UPDATE jobs SET {_CLAIM_SET} WHERE seq IN (SELECT seq FROM jobs {self.READY_INDEX} WHERE {where}"
+            f" ORDER BY {CLAIM_ORDER} LIMIT ?) RETURNING {JOB_COLUMNS}",
             (worker_id, now.wall, *params, limit),
         ).fetchall()
-
-    def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
-              limit: int = PURGE_BATCH) -> int:
-        """Delete finished jobs as SqlStore.purge does; return how many. Then give freed pages back.
-
-        At most every RECLAIM_EVERY seconds (on `now`'s monotonic clock, else this process's)
-        after a purge that deleted jobs, and only once free pages are RECLAIM_FREE of the file,
-        RECLAIM_PAGES at the most (`_reclaim_space`); `compact` gives all of them back now.
-        """
-        now = instant(now)
-        deleted = super().purge(older_than, now, queue, limit)
-        self._purged_since_reclaim = self._purged_since_reclaim or deleted > 0
-        mono = time.monotonic() if now.mono is None else now.mono
-        if self._purged_since_reclaim and mono >= self._reclaim_at:
-            self._reclaim_space(max_pages=RECLAIM_PAGES, min_free=RECLAIM_FREE)
-            self._purged_since_reclaim, self._reclaim_at = False, mono + RECLAIM_EVERY
-        return deleted
-
-    def compact(self) -> str | None:
-        """Give every free page back to the filesystem and cut the WAL back, now; convert a database made
-        before incremental auto_vacuum (`_vacuum_to_incremental`: a one-time VACUUM, which needs free
-        disk of about twice the file's size). Returns None, or one line saying what the conversion
-        did or why it did not run."""
-        self._reclaim_space()
-        return self._vacuum_to_incremental()
-
-    def _reclaim_space(self, max_pages: int | None = None, min_free: float = 0.0) -> int:
-        """Give freed pages back to the filesystem and cut the WAL back; return the pages given back.
-
-        Pages go back only once free pages are at least `min_free` of the file (a fraction):
-        while jobs keep coming, the pages that retention frees are soon reused, and moving
-        pages to return them would only cost writes. That needs incremental auto_vacuum
-        (every database created with schema 4 or later; `_vacuum_to_incremental` converts
-        older ones). The WAL is checkpointed and truncated either way; the checkpoint waits
-        at most a second for readers, so it neither starves nor stalls the workers.
-        """
-        pages = 0
-        with self._errors():
-            if self.conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
-                free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
-                if free and free >= min_free * self.conn.execute("PRAGMA page_count").fetchone()[0]:
-                    pages = free if max_pages is None else min(free, max_pages)
-                    # executescript steps the pragma to its end; execute() would free one page only.
-                    self.conn.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
-            self.conn.execute("PRAGMA busy_timeout = 1000")
-            try:
-                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            finally:
-                self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-        return pages
-
-    def _vacuum_to_incremental(self) -> str | None:
-        """Convert a database made before incremental auto_vacuum with a one-time VACUUM.
-
-        Returns None when there is nothing to do, else one line saying what was done, or
-        why not: VACUUM rewrites the whole file, through the WAL, so it needs free disk of
-        about twice the file's size. Blocks other writers while it runs.
-        """
-        with self._errors():
-            if self.conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
-                return None
-            size = os.path.getsize(self.path)
-            st = os.statvfs(os.path.dirname(self.path))
-            free = st.f_bavail * st.f_frsize
-            if free < 2 * size:
-                return (f"not compacted: converting {self.path} to incremental auto_vacuum needs about"
-                        f" {2 * size / 2**20:.0f} MiB free on its filesystem, which has {free / 2**20:.0f} MiB;"
-                        " freed pages are reused meanwhile")
-            self.conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            self.conn.execute("VACUUM")
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            return f"compacted {self.path}: {size / 2**20:.1f} -> {os.path.getsize(self.path) / 2**20:.1f} MiB"
 
 
 def _statements(script: str) -> list[str]:
@@ -337,5 +254,4 @@ def default_db_path() -> str:
     return os.path.join(base, "queuectl", "queuectl.db")
 
 
-__all__ = ["SqliteStore", "default_db_path", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "RECLAIM_EVERY", "RECLAIM_FREE",
-           "RECLAIM_PAGES"]
+__all__ = ["SqliteStore", "default_db_path", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT"]

@@ -1,0 +1,177 @@
+"""The core of the SQL store: what each engine supplies, and the statement pieces every concern shares.
+
+SqlCore is the contract between the queue's operations (by concern: jobs, exchange, workers,
+operator, schedules, limits, settings; queuectl.store.sql composes them into SqlStore) and
+the two engines (queuectl.store.sqlite, queuectl.store.postgres), which supply the connection
+and what differs between them: transactions, error mapping, index hints, row locks, claims and
+counters. Statements use `?` placeholders (the PostgreSQL adapter turns them into `%s`) and SQL
+that both engines accept; the fragments of the queue's rules are queuectl.store.fragments' and
+queuectl.store.timing's, each written once.
+
+Every state change is one statement or one write transaction, and every write that finishes a
+job checks that the calling worker still owns it. The store knows nothing of processes or
+signals; callers pass the time in (`now`: a queuectl.clock.Instant from `store.now()`, or a bare
+wall-clock reading in Unix seconds, which schedules on the wall clock alone).
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+from queuectl.clock import Instant, clock_domain
+from queuectl.models import Job
+from queuectl.store import fragments
+from queuectl.store.timing import clock_values, due, placeholders
+
+#: The jobs table's columns that Job.from_row reads.
+JOB_COLUMNS = (
+    "seq, id, queue, command, state, priority, attempts, max_retries, timeout, cwd, run_at, "
+    "created_at, updated_at, started_at, finished_at, worker_id, pgid, exit_code, last_error, key"
+)
+#: Due (queuectl.store.timing.due) with `?` placeholders; its parameters: due_params.
+DUE, _DUE_SLOTS = placeholders(due())
+#: Ready (fragments.ready) with `?` placeholders; its parameters are DUE's.
+_READY_JOB = placeholders(fragments.ready())[0]
+#: A job of the calling worker (parameters: job id, worker id).
+OWNED = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
+#: A claimed job given back unstarted (parameter: finished_at for a cancelled one).
+RELEASED = ("state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+            " finished_at = CASE WHEN cancel_requested_at IS NULL THEN finished_at ELSE ? END,"
+            " last_error = CASE WHEN cancel_requested_at IS NULL THEN last_error ELSE 'cancelled' END,"
+            " worker_id = NULL, pgid = NULL, pgid_start = NULL")
+#: Marks a job's stored output as a run's that came before its current attempt count (a requeued run's,
+#: whose attempt number the next run takes again; a retried job's), so that the next run's output
+#: replaces it rather than being appended, and followers do not take it for that run's (parameter: seq).
+OUTPUT_BEFORE = "UPDATE job_output SET attempt = 0 WHERE seq ="
+#: Sets a job's due time from base.schedule's four values (a dead job's run_at is kept).
+RESCHEDULE = "run_at = coalesce(?, run_at), delay = ?, due_boot = ?, due_mono = ?"
+
+
+def claimed_jobs(rows) -> list[Job]:
+    """Return jobs from claimed rows, in claim order (priority, then run_at, then enqueue order)."""
+    return sorted((Job.from_row(r) for r in rows), key=lambda j: (-j.priority, j.run_at, j.seq))
+
+
+def queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str, list]:
+    """Return `where` and `params` narrowed to jobs of `queues` (empty: every queue)."""
+    if queues:
+        where += f" AND queue IN ({', '.join('?' * len(queues))})"
+        params = [*params, *queues]
+    return where, params
+
+
+def due_params(now: Instant) -> list:
+    """Return the parameters of DUE at `now`."""
+    values = clock_values(now)
+    return [values[slot] for slot in _DUE_SLOTS]
+
+
+class SqlCore:
+    """What each engine supplies to the queue's operations, and what they share.
+
+    A subclass sets `self.c` (a connection whose `execute(sql, params)` and
+    `executemany` take `?` placeholders and return a cursor with rows addressable by
+    index and by column name) and `self.defaults`, and implements `_errors`, `_write`,
+    `_claim_rows`, `_claim_within_limits` and the class attributes below.
+    """
+
+    #: The exception a unique or primary-key violation raises.
+    UniqueViolation: type[Exception] = Exception
+    #: Index hints after `FROM jobs` for ready-job and finished-job scans ("" where the planner needs none).
+    READY_INDEX = ""
+    FINISHED_INDEX = ""
+    #: Row-lock clauses appended to a SELECT inside a write transaction ("" where a write
+    #: transaction already excludes every other writer, as SQLite's BEGIN IMMEDIATE does).
+    FOR_SHARE = ""
+    FOR_UPDATE = ""
+    #: FOR_UPDATE that passes over rows another transaction has locked.
+    SKIP_LOCKED = ""
+    #: Where the per-(queue, state) job counts and the per-(queue, outcome) run counts are read from.
+    COUNTS_FROM = "job_counts"
+    RUNS_FROM = "job_runs"
+    #: Two byte strings joined, as a byte string ({0} then {1}).
+    CONCAT = "({0} || {1})"
+
+    c: Any
+    defaults: dict[str, Any]
+
+    # -- what each engine supplies ------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn the engine's errors into one-line queuectl errors (unique violations pass through)."""
+        raise NotImplementedError
+        yield
+
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        """Run the block in one write transaction; roll back on any exception."""
+        raise NotImplementedError
+        yield
+
+    def _claim_rows(self, c, worker_id: int, where: str, params: list, limit: int, now: Instant) -> list:
+        """Move up to `limit` jobs matching `where` to processing for `worker_id`; return their rows."""
+        raise NotImplementedError
+
+    def _notify(self, c) -> None:
+        """Inside a write transaction: wake the workers once it commits, for jobs may be ready or cancels
+        requested (never after a rollback). PostgreSQL NOTIFYs; SQLite pokes this host's workers."""
+
+    def describe(self) -> str:
+        """The database as it may be shown to a user (never with a password)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the connection."""
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- time -----------------------------------------------------------------------------------
+
+    def clock(self) -> float:
+        """The wall clock this database's times are on, in Unix seconds (this host's on SQLite)."""
+        return time.time()
+
+    def now(self) -> Instant:
+        """This process's clocks now: the store's wall clock, CLOCK_MONOTONIC and its domain."""
+        return Instant(self.clock(), time.monotonic(), clock_domain())
+
+    def wakeup_source(self):
+        """Where wake-ups from other hosts arrive: an object with `fileno()` (readable when one came) and
+        `take()` (consume them); None where the engine has none (SQLite: queuectl.wake pokes the worker)."""
+        return None
+
+    def maintain(self, worker_id: int) -> None:
+        """Housekeeping a worker does at each heartbeat (none by default)."""
+
+    def compact(self) -> str | None:
+        """Give all free space back to the filesystem now; return a line saying what was done, or None.
+
+        Nothing to do by default: PostgreSQL's autovacuum makes freed space reusable by itself.
+        """
+        return None
+
+    # -- the ready filter, which the claims and the polls share -----------------------------------
+
+    @staticmethod
+    def _ready_filter(queues: Sequence[str], now: Instant) -> tuple[str, list]:
+        """Return the WHERE of ready jobs (fragments.ready) in `queues` (empty: every queue) at `now`, and its
+        parameters."""
+        return queue_filter(_READY_JOB, due_params(now), queues)
+
+    def _exists_ready(self, where: str, params: list) -> bool:
+        with self._errors():
+            return self.c.execute(f"SELECT EXISTS (SELECT 1 FROM jobs {self.READY_INDEX} WHERE {where})",
+                                  params).fetchone()[0] == 1
+
+    def _claim_within_limits(self, c, worker_id: int, queues: Sequence[str], limit: int, free: int, limits: list,
+                             now: Instant) -> list:
+        """Claim up to `limit` ready jobs (`free` of them for free slots) keeping the limits of `limits` (the
+        limited queues' rows, locked); return the claimed rows (queuectl.store.limits)."""
+        raise NotImplementedError
