@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -44,8 +43,9 @@ print(json.dumps({"rate": rate, "cpu": r.ru_utime + r.ru_stime}))
 
 def drain(tree: Path, db: str, jobs: int, count: int) -> dict:
     """Drain `jobs` jobs into `db` with `tree`'s code; return {"rate": jobs/s, "cpu": seconds}."""
+    # In the tree: `python -m queuectl` puts its working directory first on sys.path.
     env = {**run.ENV, "PYTHONPATH": str(tree)}
-    out = subprocess.run([run.PY, "-c", DRAIN, str(tree), db, str(jobs), str(count)], env=env,
+    out = subprocess.run([run.PY, "-c", DRAIN, str(tree), db, str(jobs), str(count)], env=env, cwd=tree,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -100,5 +100,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.chdir(run.REPO)
     main()
