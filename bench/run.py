@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO))
 
 from queuectl.jobspec import NewJob  # noqa: E402
 from queuectl.store import is_uri, open_store  # noqa: E402
+from queuectl.wake import wake_local_workers  # noqa: E402
 
 PY = sys.executable
 QUEUECTL = [PY, "-m", "queuectl"]
@@ -181,7 +182,8 @@ def pickup(db: str, n: int, idle: float) -> dict:
         time.sleep(idle)
         idle_cpu = (cpu_seconds(proc.pid) - before) / idle * 100
         latencies = []
-        with open_store(db) as store:
+        # The wake-up is the caller's hook (the commands hand in the same one): without it, a poll.
+        with open_store(db, after_commit=wake_local_workers) as store:
             for i in range(n):
                 job_id = f"p{time.monotonic_ns()}"
                 now = store.clock()

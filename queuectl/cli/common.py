@@ -84,20 +84,27 @@ def outage_doc(command):
     return command
 
 
-class Seconds(click.FloatRange):
-    """A number of seconds of at least 0 (Click's FloatRange, which lets nan and inf through, less them)."""
+class Seconds(click.ParamType):
+    """A time of at least 0: a number of seconds (2.5) or a duration (90s, 10m, 1h, 1d, 2w), as settings take.
+
+    The rule is settings.parse_duration's; "forever", nan, inf and negatives are refused (exit 2).
+    """
 
     name = "seconds"
 
-    def __init__(self) -> None:
-        super().__init__(min=0)
-
     def convert(self, value, param, ctx):
-        import math
+        if isinstance(value, float):
+            return value
+        from queuectl.errors import InvalidInput
+        from queuectl.settings import parse_duration
 
-        seconds = super().convert(value, param, ctx)
-        if not math.isfinite(seconds):
-            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        try:
+            seconds = parse_duration(value, "a time", forever=False)
+        except InvalidInput as e:
+            self.fail(str(e), param, ctx)
+        if seconds is None:
+            self.fail(f"a time must be a number of seconds or a duration such as 90s, 12h or 7d, got {value!r}",
+                      param, ctx)
         return seconds
 
 

@@ -109,7 +109,7 @@ def logs(app, job_id, follow, as_json):
 @click.command()
 @click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
 @click.option("--timeout", type=Seconds(), default=None, metavar="SECONDS",
-              help="Give up after this many seconds (exit 124, as timeout(1)).")
+              help="Give up after this long: seconds, or 90s, 10m, 1h (exit 124, as timeout(1)).")
 @json_option
 @pass_app
 @outage_doc

@@ -19,7 +19,7 @@ CANCELLABLE = click.Choice([s.value for s in api.CANCELLABLE])
               help="With no ID: cancel the jobs in this state; repeat for several [default: pending, blocked,"
                    " failed and processing].")
 @click.option("--wait", type=Seconds(), default=api.CANCEL_WAIT, show_default=True,
-              help="Seconds to wait for running jobs to be stopped before reporting.")
+              help="How long to wait for running jobs to be stopped before reporting: seconds, or 30s, 2m.")
 @json_option
 @pass_app
 def cancel(app, job_ids, queue, states, wait, as_json):

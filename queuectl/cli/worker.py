@@ -46,8 +46,9 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
     jobs and puts them back to pending without using an attempt. Under systemd
     (NOTIFY_SOCKET set) it reports READY, STATUS and STOPPING and pings the watchdog.
 
-    Its database: --db, else QUEUECTL_WORKER_DB, else QUEUECTL_DB, else worker-db in
-    /etc/queuectl/queuectl.conf, else db there. On PostgreSQL a worker needs a connection of
+    Its database: `queuectl --db PATH worker start` (--db before the command), else
+    QUEUECTL_WORKER_DB, else QUEUECTL_DB, else worker-db in /etc/queuectl/queuectl.conf, else db
+    there. On PostgreSQL a worker needs a connection of
     its own (it LISTENs): one through a pooler in transaction mode is refused (exit 78).
 
     \b
@@ -104,7 +105,7 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
 @worker.command()
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--timeout", type=Seconds(), default=None,
-              help="Seconds to wait for the workers to exit [default: wait until they do].")
+              help="How long to wait for the workers to exit: seconds, or 30s, 5m [default: wait until they do].")
 @click.option("--force", is_flag=True,
               help="Stop running jobs now and put them back to pending (the second signal).")
 @pass_app

@@ -426,8 +426,11 @@ def test_every_json_output_is_only_json(run_cli, populated, args):
     (("list", "--limit", "99999999999999999999999"), 2, ["--limit", "1<=x<=1000000000"]),  # past SQLite's integer
     (("dlq", "list", "--limit", "9223372036854775808"), 2, ["--limit", "1<=x<=1000000000"]),
     (("worker", "start", "--count", "99999999999999999999"), 2, ["--count", "1<=x<=1000"]),
-    (("wait", "x", "--timeout", "nan"), 2, ["not a finite number of seconds"]),
-    (("cancel", "x", "--wait", "inf"), 2, ["not a finite number of seconds"]),
+    (("wait", "x", "--timeout", "nan"), 2, ["--timeout", "a time must be a number of seconds or a duration", "'nan'"]),
+    (("cancel", "x", "--wait", "inf"), 2, ["--wait", "a time must be a number of seconds or a duration", "'inf'"]),
+    (("wait", "x", "--timeout", "-1"), 2, ["--timeout", "a time must be", "'-1'"]),
+    (("wait", "x", "--timeout", "10x"), 2, ["--timeout", "a time must be", "'10x'"]),
+    (("wait", "x", "--timeout", "forever"), 2, ["--timeout", "a time must be", "'forever'"]),
     (("bogus",), 2, ["No such command 'bogus'"]),
     (("worker", "bogus"), 2, ["No such command 'bogus'"]),
     (("dlq", "list", "--limit", "0"), 2, ["--limit"]),

@@ -45,14 +45,8 @@ _REBUILT_COLUMNS = """    seq         INTEGER PRIMARY KEY,
 """
 _V4_STATES = "'pending', 'processing', 'completed', 'failed', 'dead', 'cancelled'"
 _V7_STATES = _V4_STATES + ", 'blocked'"
-_REBUILT_INDEXES_TRIGGERS = """CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq, state, queue, due_boot, due_mono, delay)
-    WHERE state IN ('pending', 'failed');
-CREATE INDEX jobs_processing ON jobs (worker_id) WHERE state = 'processing';
-CREATE INDEX jobs_state ON jobs (state, seq);
-CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
--- Retention deletes finished jobs oldest first.
-CREATE INDEX jobs_finished ON jobs (state, finished_at) WHERE state IN ('completed', 'dead', 'cancelled');
-CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+#: The triggers that keep job_counts (by queue and state) as jobs are added, moved and deleted.
+_COUNT_TRIGGERS = """CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
     INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
         ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
 END;
@@ -65,11 +59,21 @@ END;
 CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
     UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
 END;
+"""
+
+_REBUILT_INDEXES_TRIGGERS = """CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, seq, state, queue, due_boot, due_mono, delay)
+    WHERE state IN ('pending', 'failed');
+CREATE INDEX jobs_processing ON jobs (worker_id) WHERE state = 'processing';
+CREATE INDEX jobs_state ON jobs (state, seq);
+CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);
+-- Retention deletes finished jobs oldest first.
+CREATE INDEX jobs_finished ON jobs (state, finished_at) WHERE state IN ('completed', 'dead', 'cancelled');
+COUNT_TRIGGERS
 CREATE TRIGGER jobs_wall_only_reschedule AFTER UPDATE OF run_at ON jobs
 WHEN NEW.run_at IS NOT OLD.run_at AND NEW.due_mono IS OLD.due_mono AND NEW.due_mono IS NOT NULL BEGIN
     UPDATE jobs SET delay = NULL, due_boot = NULL, due_mono = NULL WHERE seq = NEW.seq;
 END;
-"""
+""".replace("COUNT_TRIGGERS\n", _COUNT_TRIGGERS)
 
 
 #: The run counter's trigger as steps 5 and 10 make it: a run (a job that leaves processing, its start recorded)
@@ -129,19 +133,7 @@ CREATE TABLE job_counts (
     n     INTEGER NOT NULL,
     PRIMARY KEY (queue, state)
 ) WITHOUT ROWID;
-CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
-    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
-        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER jobs_count_update AFTER UPDATE OF state, queue ON jobs
-WHEN OLD.state IS NOT NEW.state OR OLD.queue IS NOT NEW.queue BEGIN
-    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
-    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
-        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
-    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
-END;
+COUNT_TRIGGERS
 
 CREATE TABLE workers (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,  -- one incarnation; never reused
@@ -161,7 +153,7 @@ CREATE TABLE config (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL                               -- JSON
 ) WITHOUT ROWID;
-""",
+""".replace("COUNT_TRIGGERS\n", _COUNT_TRIGGERS),
     2: """
 -- Set when a worker begins to drain, so `worker stop` can wait for it without signalling it again.
 ALTER TABLE workers ADD COLUMN draining_since REAL;
