@@ -89,6 +89,7 @@ def _follow(store, job_id: str, waiting, wait_style: bool, print_id: bool = Fals
     does. Ctrl+C stops the following only (130)."""
     from queuectl.api.waiting import exit_status
 
+    _ready_for_ctrl_c()
     try:
         if print_id:
             click.echo(job_id)  # first (flushed), for a script that reads it while the job runs
@@ -113,11 +114,26 @@ def _not_completed(job) -> str:
 def _wait_for_enqueued(store, printed: list[str], waiting) -> int:
     """`enqueue --wait`: print the ids (`printed`: one per job, a key's holder's for a matched one), wait
     for those jobs (riding out outages with `waiting`), and return their exit status (api.wait_status)."""
+    _ready_for_ctrl_c()
     try:
         click.echo("\n".join(printed))  # the ids first (flushed), for a script that reads them while the jobs run
         return api.wait_status(store, printed, waiting)
     except KeyboardInterrupt:
         return _stopped_waiting(list(dict.fromkeys(printed)), "the job goes on")
+
+
+def _ready_for_ctrl_c() -> None:
+    """Import what a wait runs before the wait can be interrupted (before the ids are printed).
+
+    Its modules are loaded lazily (a plain enqueue does without them), but a Ctrl+C that lands
+    inside an import does not reliably reach the caller as KeyboardInterrupt: Python wraps it in a
+    RuntimeError when it interrupts a class's creation (dataclass fields' __set_name__), and under
+    `python -m` it could end the process by SIGINT after the wait had said it stopped.
+    """
+    import importlib
+
+    for module in ("queuectl.api.waiting", "queuectl.api.following", "queuectl.api.outage"):
+        importlib.import_module(module)
 
 
 def _stopped_waiting(job_ids: list[str], goes_on: str) -> int:

@@ -9,7 +9,7 @@ import click
 from queuectl.api import jobs as api
 from queuectl.cli.common import (MOST_LISTED, Seconds, json_option, note_truncation, outage_doc, pass_app, patience,
                                  print_json, print_table)
-from queuectl.cli.enqueue import _follow, _not_completed, _stopped_waiting
+from queuectl.cli.enqueue import _follow, _not_completed, _ready_for_ctrl_c, _stopped_waiting
 from queuectl.errors import InvalidInput
 from queuectl.models import JobState, iso, one_line
 
@@ -130,6 +130,7 @@ def wait(app, job_ids, timeout, as_json):
     """
     job_ids = list(dict.fromkeys(job_ids))  # each once, in the order given
     waiting = patience()
+    _ready_for_ctrl_c()
     try:
         return _wait(app.store(), job_ids, waiting, timeout, as_json)
     except KeyboardInterrupt:
