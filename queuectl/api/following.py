@@ -19,13 +19,13 @@ from typing import BinaryIO, Callable
 
 from queuectl.models import Job
 from queuectl.api.outage import Patience
-from queuectl.store import Store
+from queuectl.store import CommandStore
 
 #: Seconds between two reads of the followed job.
 POLL = 0.2
 
 
-def follow(store: Store, job_id: str, out: BinaryIO, err: BinaryIO, note: Callable[[str], None],
+def follow(store: CommandStore, job_id: str, out: BinaryIO, err: BinaryIO, note: Callable[[str], None],
            sleep: Callable[[float], None] = time.sleep, patience: Patience | None = None) -> Job:
     """Print job `job_id`'s stdout to `out` and its stderr to `err` until it has ended; return it as it ended.
 

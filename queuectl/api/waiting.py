@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 from queuectl.errors import NotFound
 from queuectl.models import Job, JobState
 from queuectl.api.outage import Patience
-from queuectl.store import Store
+from queuectl.store import CommandStore
 
 #: Seconds between two reads of the waited jobs' states.
 POLL = 0.1
@@ -24,7 +24,7 @@ POLL = 0.1
 STOP_POLL = 0.05
 
 
-def wait_for_end(store: Store, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,
+def wait_for_end(store: CommandStore, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, Job], list[str]]:
     """Wait until every job of `job_ids` has ended, or `timeout` seconds (None: no limit) have passed.
 
@@ -37,7 +37,7 @@ def wait_for_end(store: Store, job_ids: Sequence[str], patience: Patience, timeo
     return wait_until(store, job_ids, lambda job: job.state.ended, patience, timeout, sleep=sleep)
 
 
-def wait_for_stop(store: Store, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,
+def wait_for_stop(store: CommandStore, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,
                   sleep: Callable[[float], None] = time.sleep) -> dict[str, Job]:
     """Wait until no job of `job_ids` is processing any more, or `timeout` seconds have passed; return the
     jobs as last read, by id (some may still be processing). Raises NotFound for a job gone meanwhile,
@@ -50,7 +50,7 @@ def wait_for_stop(store: Store, job_ids: Sequence[str], patience: Patience, time
     return found
 
 
-def wait_until(store: Store, job_ids: Sequence[str], settled: Callable[[Job], bool], patience: Patience,
+def wait_until(store: CommandStore, job_ids: Sequence[str], settled: Callable[[Job], bool], patience: Patience,
                timeout: float | None = None, poll: float = POLL,
                sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, Job], list[str]]:
     """Read the jobs of `job_ids` every `poll` seconds until `settled(job)` holds for each, or `timeout`

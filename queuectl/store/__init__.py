@@ -12,7 +12,7 @@ from queuectl.dburi import is_uri, near_miss
 from queuectl.errors import InvalidInput
 from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, Exchanged, FollowedOutput,
                                  JobProcess, LiveOutput, Outcome, Running, UnknownDependency, WorkerGone)
-from queuectl.store.interface import Store
+from queuectl.store.interface import CommandStore, Store, WorkerStore
 from queuectl.store.sql import SqlStore
 from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, default_db_path
 
@@ -43,6 +43,6 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     return SqliteStore(target, durable=durable, defaults=defaults, after_commit=after_commit)
 
 
-__all__ = ["open_store", "is_uri", "Store", "SqlStore", "SqliteStore", "Exchange", "Exchanged", "LiveOutput", "FollowedOutput",
+__all__ = ["open_store", "is_uri", "Store", "CommandStore", "WorkerStore", "SqlStore", "SqliteStore", "Exchange", "Exchanged", "LiveOutput", "FollowedOutput",
            "Running", "Outcome", "JobProcess", "CancelResult", "DuplicateJob", "UnknownDependency", "Enqueued",
            "WorkerGone", "PURGE_BATCH", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "default_db_path"]

@@ -1,6 +1,7 @@
-"""The store's interface: what the worker and the command line may call, on either engine.
+"""The store's interface: what the commands and the workers may call, on either engine, by caller.
 
-Both engines (queuectl.store.sqlite, queuectl.store.postgres, sharing queuectl.store.sql)
+`CommandStore` is what the commands call (queuectl.api), `WorkerStore` what a worker calls
+(queuectl.worker), `Shared` what both do; `Store` is all of it. Both engines (queuectl.store.sqlite, queuectl.store.postgres, sharing queuectl.store.sql)
 implement all of it, and their docstrings give each rule in full. Times passed in (`now`)
 are queuectl.clock.Instant readings from `now()` (or bare Unix seconds, which schedule on
 the wall clock alone); every call may raise DatabaseUnavailable (the database cannot be
@@ -18,10 +19,8 @@ from queuectl.models import Job, JobState, QueueLimit, Schedule, WorkerInfo
 from queuectl.store.base import CancelResult, Enqueued, Exchange, Exchanged, FollowedOutput, JobProcess
 
 
-class Store(Protocol):
-    """A queue in one database. Methods are grouped by who calls them."""
-
-    # -- both ------------------------------------------------------------------------------
+class Shared(Protocol):
+    """What both callers use: the clocks, the settings, a job, the workers, and purge (commands' and retention's)."""
 
     def clock(self) -> float:
         """The wall clock the database's times are on, Unix seconds (the server's on PostgreSQL)."""
@@ -38,14 +37,27 @@ class Store(Protocol):
     def close(self) -> None:
         """Close the connections."""
 
-    # -- commands --------------------------------------------------------------------------
+    def get_job(self, job_id: str, output: bool = False) -> Job:
+        """One job (with its last run's output if `output`); raises NotFound."""
+
+    def workers(self) -> list[WorkerInfo]:
+        """The registered workers, by name, each with the ids of the jobs it holds."""
+
+    def worker_by_name(self, name: str) -> WorkerInfo | None:
+        """The registered worker called `name`."""
+
+    def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
+              limit: int = ...) -> int:
+        """Delete up to `limit` finished jobs older than their state's age (seconds); return how many."""
+
+
+class CommandStore(Shared, Protocol):
+    """What the commands call (queuectl.api, and the CLI through it): jobs, queues, schedules, limits,
+    settings and counts."""
 
     def enqueue(self, jobs: Sequence[NewJob], now: Instant | float) -> list[Enqueued]:
         """Insert jobs all or none (a job whose key is held adds nothing) and wake the workers; return what
         became of each. Raises DuplicateJob."""
-
-    def get_job(self, job_id: str, output: bool = False) -> Job:
-        """One job (with its last run's output if `output`); raises NotFound."""
 
     def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, Job]:
         """The jobs of `job_ids` that exist, by id (without output)."""
@@ -68,9 +80,6 @@ class Store(Protocol):
 
     def oldest_ready(self, now: Instant | float) -> dict[str, float]:
         """{queue: seconds its oldest ready job has waited since it was due}."""
-
-    def workers(self) -> list[WorkerInfo]:
-        """The registered workers, by name, each with the ids of the jobs it holds."""
 
     def set_setting(self, key: str, raw: Any) -> Any:
         """Validate and store one setting; return its typed value. Raises InvalidInput."""
@@ -115,21 +124,16 @@ class Store(Protocol):
     def queue_limits(self) -> list[QueueLimit]:
         """Every queue's limits, by queue."""
 
-    def rate_room_at(self, queues: Sequence[str], now: Instant | float) -> float | None:
-        """When a rate limit that holds back a queue of `queues` next frees a place (Unix seconds on the store's
-        clock; the window itself is read on the monotonic clock, see queuectl.store.timing), or None."""
-
-    def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
-              limit: int = ...) -> int:
-        """Delete up to `limit` finished jobs older than their state's age (seconds); return how many."""
-
     def count_purgeable(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None) -> int:
         """How many jobs `purge` would delete in all."""
 
     def compact(self) -> str | None:
         """Give all free space back now (SQLite; nothing on PostgreSQL); a note for the user, or None."""
 
-    # -- workers -----------------------------------------------------------------------------
+
+class WorkerStore(Shared, Protocol):
+    """What a worker calls (queuectl.worker): its registration and heartbeat, the exchange, its duties'
+    recovery, leases and schedules, its wake-ups, and when a rate limit next frees a place."""
 
     def register_worker(self, info: dict[str, Any], now: Instant | float, replace: int | None = None,
                         config: dict[str, Any] | None = None,
@@ -159,9 +163,6 @@ class Store(Protocol):
     def has_work(self, queues: Sequence[str], now: Instant | float) -> bool:
         """True if a job of `queues` is ready or waits for a retry (for --burst)."""
 
-    def worker_by_name(self, name: str) -> WorkerInfo | None:
-        """The registered worker called `name`."""
-
     def worker_jobs(self, worker_id: int) -> list[JobProcess]:
         """The jobs a worker holds, with where they run (for recovery)."""
 
@@ -181,3 +182,11 @@ class Store(Protocol):
     def wakeup_source(self):
         """The worker's source of wake-ups from other hosts (fileno, take, broken), or None (SQLite:
         queuectl.wake's datagrams). Raises InvalidConfig behind a pooler that cannot carry them."""
+
+    def rate_room_at(self, queues: Sequence[str], now: Instant | float) -> float | None:
+        """When a rate limit that holds back a queue of `queues` next frees a place (Unix seconds on the store's
+        clock; the window itself is read on the monotonic clock, see queuectl.store.timing), or None."""
+
+
+class Store(CommandStore, WorkerStore, Protocol):
+    """A queue in one database, as both engines implement it: every method either caller uses."""

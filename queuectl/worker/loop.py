@@ -33,7 +33,7 @@ from queuectl.models import Job, one_line
 from queuectl.notify import Notifier
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import on_stop
-from queuectl.store import Store, WorkerGone
+from queuectl.store import WorkerGone, WorkerStore
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.duties import run_due, wake_at
 from queuectl.worker.duties.cancels import Cancels
@@ -81,7 +81,7 @@ class Worker:
     for inconsistent settings.
     """
 
-    store: Store
+    store: WorkerStore
     name: str
     slots: int = 1
     queues: Sequence[str] = ()

@@ -40,7 +40,7 @@ from queuectl import liveness, procs
 from queuectl.clock import Instant
 from queuectl.errors import Conflict
 from queuectl.models import JobState, WorkerInfo
-from queuectl.store import JobProcess, Store
+from queuectl.store import JobProcess, WorkerStore
 
 log = logging.getLogger("queuectl.worker")
 
@@ -59,7 +59,7 @@ class Recovery:
     worker waits for them).
     """
 
-    store: Store
+    store: WorkerStore
     queues: Sequence[str] = ()
     watch: liveness.Watch = field(default_factory=liveness.Watch)
     held: int = 0

@@ -12,7 +12,7 @@ import logging
 
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
-from queuectl.store import PURGE_BATCH, Store
+from queuectl.store import PURGE_BATCH, WorkerStore
 
 log = logging.getLogger("queuectl.worker")
 
@@ -48,7 +48,7 @@ class Retention:
         """Return inf: a pass waits for the loop's next turn."""
         return float("inf")
 
-    def purge(self, store: Store, worker_id: int, config: dict, now: Instant) -> int:
+    def purge(self, store: WorkerStore, worker_id: int, config: dict, now: Instant) -> int:
         """Do one pass at `now` (it must carry this process's monotonic reading); return how many jobs it deleted."""
         older = settings_mod.kept_ages(config)
         self._at = now.mono + min(RETENTION_EVERY, max(1.0, min(older.values(), default=0) / 2))
