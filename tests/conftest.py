@@ -159,6 +159,13 @@ SERVICE_MANAGER_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN
 for _name in SERVICE_MANAGER_ENV:
     os.environ.pop(_name, None)
 
+# A suite started in the background by a non-interactive shell (`make test &`, nohup) inherits SIGINT
+# ignored, and so would every program it starts: Python then installs no handler, and the tests that
+# press Ctrl+C (SIGINT) on a command would wait for ever. A handler here gives the children the default
+# action again (exec resets a caught signal, not an ignored one); pytest's own is Python's default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 QUEUECTL = [sys.executable, "-m", "queuectl"]
 
 
