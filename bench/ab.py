@@ -37,7 +37,10 @@ assert str(run.REPO) == tree, (run.REPO, tree)
 run.quiet_settings(db)
 rate = run.drain_rate(db, n, count)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"rate": rate, "cpu": r.ru_utime + r.ru_stime}))
+# The queuectl that the drain's worker (`python -m queuectl`, run.ENV, this directory) imported.
+code = run.subprocess.run([run.PY, "-c", "import queuectl; print(queuectl.__file__)"], env=run.ENV,
+                          check=True, capture_output=True, text=True).stdout.strip()
+print(json.dumps({"rate": rate, "cpu": r.ru_utime + r.ru_stime, "code": code}))
 """
 
 
@@ -47,7 +50,10 @@ def drain(tree: Path, db: str, jobs: int, count: int) -> dict:
     env = {**run.ENV, "PYTHONPATH": str(tree)}
     out = subprocess.run([run.PY, "-c", DRAIN, str(tree), db, str(jobs), str(count)], env=env, cwd=tree,
                          check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+    result = json.loads(out)
+    if not Path(result["code"]).is_relative_to(tree):
+        raise RuntimeError(f"a drain meant for {tree} ran the queuectl of {result['code']}")
+    return result
 
 
 def compare(trees: dict[str, Path], dbs: dict[str, str], jobs: int, count: int, rounds: int) -> dict:
@@ -59,6 +65,7 @@ def compare(trees: dict[str, Path], dbs: dict[str, str], jobs: int, count: int, 
     rate = {name: statistics.median(r["rate"] for r in rs) for name, rs in runs.items()}
     cpu = {name: statistics.median(r["cpu"] for r in rs) * 1e6 / jobs for name, rs in runs.items()}
     return {"rates": {n: [round(r["rate"], 1) for r in rs] for n, rs in runs.items()}, "rate": rate,
+            "code": {n: sorted({r["code"] for r in rs}) for n, rs in runs.items()},
             "cpu_us_per_job": cpu, "rate_ratio": rate["this"] / rate["base"], "cpu_ratio": cpu["this"] / cpu["base"]}
 
 

@@ -98,6 +98,10 @@ def test_the_ab_drain_compares_this_tree_with_a_revision_and_leaves_no_worktree(
     row = json.loads(out.read_text())["sqlite --count 1"]
     assert [len(row["rates"][tree]) for tree in ("base", "this")] == [2, 2]
     assert row["rate_ratio"] > 0 and row["cpu_ratio"] > 0
+    # Each side's worker ran its own tree's code: the revision's from its temporary worktree.
+    assert row["code"]["this"] == [str(REPO / "queuectl" / "__init__.py")]
+    [base] = row["code"]["base"]
+    assert "queuectl-ab-" in base and base.endswith("/base/queuectl/__init__.py")
     assert "sqlite     --count 1:" in r.stdout and "PostgreSQL skipped: --no-postgresql given" in r.stderr
     worktrees = subprocess.run(["git", "-C", str(REPO), "worktree", "list"], capture_output=True, text=True).stdout
     assert "queuectl-ab-" not in worktrees
