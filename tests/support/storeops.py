@@ -7,7 +7,6 @@ counted), as a worker that started them at once would.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Sequence
 
 from queuectl.clock import instant
@@ -21,7 +20,7 @@ def claim(store, worker_id: int, queues: Sequence[str], limit: int, now) -> list
     if jobs:
         wall = instant(now).wall
         store.exchange(worker_id, Exchange(running=[Running(j.id, wall) for j in jobs]), queues, now)
-    return [replace(j, attempts=j.attempts + 1) for j in jobs]
+    return [j._replace(attempts=j.attempts + 1) for j in jobs]
 
 
 def finish(store, worker_id: int, outcomes: Sequence[Outcome], now) -> list[JobState | None]:
