@@ -167,3 +167,9 @@ def open_database(db: str | None = None, durable: bool = True):
     if db is None and os.environ.get("QUEUECTL_DB"):
         return Database(os.environ["QUEUECTL_DB"], ENVIRONMENT).store(durable=durable)
     return Database(db, OPTION).store(durable=durable)
+
+
+def can_write(store) -> str | None:
+    """Return None if this user may change jobs and queues in `store`, else why not, in words (a SQLite file or
+    directory that is not writable, a PostgreSQL role without UPDATE); raises what the store's reads raise."""
+    return store.can_write()

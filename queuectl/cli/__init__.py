@@ -50,6 +50,7 @@ COMMANDS = {
     "metrics": "queuectl.cli.ops:metrics",
     "schedule": "queuectl.cli.schedules:schedule",
     "limit": "queuectl.cli.limits:limit",
+    "top": "queuectl.cli.top:top",
 }
 
 

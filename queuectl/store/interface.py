@@ -56,6 +56,9 @@ class CommandStore(Shared, Protocol):
     """What the commands call (queuectl.api, and the CLI through it): jobs, queues, schedules, limits,
     settings and counts."""
 
+    def can_write(self) -> str | None:
+        """None if this user may change jobs and queues, else why not (a read-only file, a role without UPDATE)."""
+
     def enqueue(self, jobs: Sequence[NewJob], now: Instant | float) -> list[Enqueued]:
         """Insert jobs all or none (a job whose key is held adds nothing) and wake the workers; return what
         became of each. Raises DuplicateJob."""

@@ -229,6 +229,13 @@ class PostgresStore(OneStatementExchange):
         """The URI without its password (and without options)."""
         return self._display
 
+    def can_write(self) -> str | None:
+        """Return None if this login may change jobs and queues, else why not (its role lacks UPDATE on them)."""
+        with self._errors():
+            row = self.c.execute(f"SELECT has_table_privilege('{SCHEMA}.jobs', 'UPDATE'),"
+                                 f" has_table_privilege('{SCHEMA}.queues', 'UPDATE')").fetchone()
+        return None if row[0] and row[1] else "the role may not update jobs and queues"
+
     def close(self) -> None:
         """Close the connections."""
         for conn in (self._conn, self._wakeups):

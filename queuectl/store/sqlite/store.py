@@ -87,6 +87,14 @@ class SqliteStore(SpaceCare):
         """The database file's absolute path."""
         return self.path
 
+    def can_write(self) -> str | None:
+        """Return None if this user may write the database, else why not (the file or its directory is not
+        writable: SQLite writes its -wal and -shm files beside it)."""
+        directory = os.path.dirname(self.path)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return f"directory {directory} is not writable"
+        return None if os.access(self.path, os.W_OK) else f"{self.path} is not writable"
+
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """Turn sqlite3 errors into one-line queuectl errors."""

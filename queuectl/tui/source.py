@@ -1,0 +1,97 @@
+"""What `queuectl top` reads and does, through queuectl.api alone (never the CLI, never the store's methods).
+
+Each interval one Source.read: one snapshot (queuectl.api.snapshot.take), the running jobs and
+the dead letter queue's newest (queuectl.api.jobs.list_jobs, bounded lists), and one history read
+(queuectl.api.history); the worker units' restarts from systemd at most every UNITS_EVERY
+seconds, and only when a worker runs under a unit. Actions are the operations `pause`, `resume`,
+`cancel` and `retry` call, each returning the line the footer shows.
+"""
+
+from __future__ import annotations
+
+import time
+
+from queuectl.errors import QueuectlError
+from queuectl.tui.model import DEAD_SHOWN, MINUTES, RUNNING_SHOWN, Reading
+
+#: Seconds between two reads of the worker units' properties (a systemctl process each).
+UNITS_EVERY = 10.0
+
+
+class Source:
+    """The api calls of one viewer of `store` (a queuectl.store CommandStore)."""
+
+    def __init__(self, store, clock=time.monotonic):
+        self.store = store
+        self.clock = clock
+        self._units: dict = {}
+        self._units_at: float | None = None
+
+    def read(self) -> Reading:
+        """Read what one interval shows; raises what the store's reads raise (DatabaseUnavailable in an outage)."""
+        from queuectl.api import jobs
+        from queuectl.api.history import history
+        from queuectl.api.snapshot import take
+
+        snap = take(self.store)
+        running, _ = jobs.list_jobs(self.store, "processing", limit=RUNNING_SHOWN)
+        dead, _ = jobs.list_jobs(self.store, "dead", limit=DEAD_SHOWN)
+        rows = history(self.store, since=MINUTES * 60.0, step=60.0, by_queue=True, now=snap.now.wall)
+        return Reading(snap, running, dead, rows, self.units(snap), self.store.describe())
+
+    def units(self, snap) -> dict:
+        """{unit Id: systemd's properties} of this host's worker units, read at most every UNITS_EVERY seconds
+        and only while a worker of the snapshot runs under a unit."""
+        if not any(w.info.unit for w in snap.workers):
+            return {}
+        now = self.clock()
+        if self._units_at is None or now - self._units_at >= UNITS_EVERY:
+            from queuectl import units
+
+            self._units = {u["Id"]: u for u in units.show()}
+            self._units_at = now
+        return self._units
+
+    def job(self, job_id: str):
+        """Return job `job_id` with its output as kept so far (queuectl.api.jobs.show); raises NotFound."""
+        from queuectl.api import jobs
+
+        return jobs.show(self.store, job_id, output=True)
+
+    def can_write(self) -> str | None:
+        """None if this user may change the queue, else why not (queuectl.api.database.can_write)."""
+        from queuectl.api.database import can_write
+
+        return can_write(self.store)
+
+    def toggle_pause(self, queue: str, paused: bool) -> str:
+        """Resume `queue` if `paused`, else pause it; return what happened, in words."""
+        from queuectl.api.ops import set_paused
+
+        return self._act(lambda: f"{'resumed' if paused else 'paused'} queue {queue}"
+                         if set_paused(self.store, [queue], not paused)[0][1]
+                         else f"queue {queue} was already {'running' if paused else 'paused'}")
+
+    def cancel(self, job_id: str) -> str:
+        """Cancel job `job_id` without waiting for a running one to stop; return what happened, in words."""
+        from queuectl.api.ops import cancel
+        from queuectl.api.outage import Patience
+
+        def act():  # one read of whether it stopped at once; an outage fails the action (limit 0), not the view
+            result = cancel(self.store, Patience(lambda line: None, limit=0), [job_id], wait=0)[0]
+            return f"job {job_id}: {result.error}" if result.error else f"job {job_id}: {result.description}"
+        return self._act(act)
+
+    def retry(self, job_id: str) -> str:
+        """Move dead or cancelled job `job_id` back to pending; return what happened, in words."""
+        from queuectl.api.ops import retry
+
+        return self._act(lambda: f"job {job_id}: retried, now {retry(self.store, [job_id])[0].value}")
+
+    @staticmethod
+    def _act(call) -> str:
+        """Return `call()`'s line, or the domain error's (a bad state, a job gone, the database away)."""
+        try:
+            return call()
+        except QueuectlError as e:
+            return f"failed: {e}"
