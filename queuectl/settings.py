@@ -126,6 +126,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("keep-completed", 86400.0, "how long completed jobs are kept (90s, 12h, 7d, forever)", _duration),
         Setting("keep-cancelled", 86400.0, "how long cancelled jobs are kept", _duration),
         Setting("keep-dead", 7 * 86400.0, "how long dead jobs (the DLQ) are kept", _duration),
+        Setting("keep-history", 14 * 86400.0, "how long the activity history's minutes are kept (queuectl history)",
+                _duration),
     )
 }
 

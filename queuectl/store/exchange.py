@@ -67,7 +67,7 @@ class ExchangeStore(SqlCore):
             if ex.running:
                 c.executemany(
                     _RUNNING,
-                    [(int(r.started_at is not None), r.started_at, r.pgid, r.pgid_start, r.job_id, worker_id)
+                    [(int(r.started_at is not None), r.started_at, r.pgid, r.pgid_start, now.wall, r.job_id, worker_id)
                      for r in ex.running])
             if ex.output:
                 self._record_output(c, worker_id, ex.output, config["output-limit"])

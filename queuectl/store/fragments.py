@@ -61,10 +61,12 @@ def counted(col: str = "") -> str:
 
 
 def running_set(col: str = "") -> str:
-    """The SET list that records a running job's start and its process group (each kept if not given).
-    Slots: inc, started_at, pgid, pgid_start."""
+    """The SET list that records a running job's start and its process group (each kept if not given), at {wall}
+    (the store's clock: the minute its start counts in, queuectl.store.activity). Slots: inc, started_at, pgid,
+    pgid_start, wall."""
     return (f"attempts = {counted(col)}, started_at = coalesce({{started_at}}, {col}started_at),"
-            f" pgid = coalesce({{pgid}}, {col}pgid), pgid_start = coalesce({{pgid_start}}, {col}pgid_start)")
+            f" pgid = coalesce({{pgid}}, {col}pgid), pgid_start = coalesce({{pgid_start}}, {col}pgid_start),"
+            " updated_at = {wall}")
 
 
 #: The columns a job's end sets: when, how it exited, the error, no outcome code (that is recovery's:

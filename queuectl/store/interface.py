@@ -16,6 +16,7 @@ from typing import Any, Protocol, Sequence
 from queuectl.clock import Instant
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, QueueLimit, Schedule, WorkerInfo
+from queuectl.store.activity import ActivityRow
 from queuectl.store.base import CancelResult, Enqueued, Exchanged, FollowedOutput, JobProcess
 from queuectl.store.request import Exchange
 
@@ -128,6 +129,12 @@ class CommandStore(Shared, Protocol):
     def queue_limits(self) -> list[QueueLimit]:
         """Every queue's limits, by queue."""
 
+    def activity(self, since: float, until: float, queue: str | None = None) -> list[ActivityRow]:
+        """Each queue's activity per minute, minutes beginning in [since, until) (Unix seconds), oldest first."""
+
+    def activity_totals(self) -> dict[str, ActivityRow]:
+        """{queue: its activity summed since the history began} (retention does not lower it)."""
+
     def count_purgeable(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None) -> int:
         """How many jobs `purge` would delete in all."""
 
@@ -179,6 +186,10 @@ class WorkerStore(Shared, Protocol):
 
     def take_lease(self, name: str, holder: int, now: Instant | float, ttl: float) -> bool:
         """Take or renew a lease for `ttl` seconds (work one worker at a time does); False if another holds it."""
+
+    def purge_history(self, before: float, limit: int = ...) -> int:
+        """Delete about `limit` minutes of activity history older than `before` (Unix seconds), folding them into
+        each queue's totals; return how many rows it deleted."""
 
     def maintain(self, worker_id: int) -> None:
         """Housekeeping at each heartbeat (PostgreSQL folds its counters; nothing on SQLite)."""

@@ -7,6 +7,7 @@ files: statements are composed from the shared fragments and the engines' hints 
 - queuectl.store.exchange: a worker's exchange (starts, output, ends, requeues, releases, the claim);
 - queuectl.store.workers: registration, heartbeats, recovery of a dead worker's jobs, leases;
 - queuectl.store.operator: retry, cancel, pause, purge;
+- queuectl.store.activity: activity history (per queue and minute), its reads and its retention;
 - queuectl.store.schedules, queuectl.store.limits, queuectl.store.settings.
 
 Each builds on queuectl.store.core (SqlCore: what an engine supplies, and the statement pieces all
@@ -16,6 +17,7 @@ SqliteStore (queuectl.store.sqlite) and PostgresStore (queuectl.store.postgres) 
 
 from __future__ import annotations
 
+from queuectl.store.activity import ActivityStore
 from queuectl.store.core import JOB_COLUMNS, SqlCore, claimed_jobs
 from queuectl.store.exchange import ExchangeStore
 from queuectl.store.jobs import JobStore
@@ -26,7 +28,8 @@ from queuectl.store.settings import SettingsStore
 from queuectl.store.workers import WorkerStore
 
 
-class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStore, LimitStore, SettingsStore):
+class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStore, LimitStore, SettingsStore,
+               ActivityStore):
     """The queue's operations on a SQL database (see the module); subclasses supply the engine (SqlCore)."""
 
 

@@ -90,7 +90,7 @@ class OneStatementExchange(SqlStore):
         # The batch goes as JSON (one parameter each, which psycopg sends as text, where arrays cost it
         # a dumper per element); output as base64.
         values = (
-            worker_id,
+            worker_id, now.wall,
             json.dumps([{"id": r.job_id, "inc": int(r.started_at is not None), "started_at": r.started_at,
                          "pgid": r.pgid, "pgid_start": r.pgid_start} for r in running]),
             now.wall, now.wall,
@@ -168,7 +168,7 @@ _CLAIM_SET = placeholders(fragments.CLAIM_SET)[0]
 #: values of each job from its JSON record (u) and the times as parameters (now; now again, for an end
 #: that a worker's clock put later).
 _RUNNING_SET = render(fragments.running_set("j."), {"inc": "u.inc", "started_at": "u.started_at", "pgid": "u.pgid",
-                                                     "pgid_start": "u.pgid_start"})
+                                                     "pgid_start": "u.pgid_start", "wall": "?"})
 
 
 _COMPLETED_SET = render(fragments.completed_set("j."), {

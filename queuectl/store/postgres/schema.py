@@ -16,7 +16,7 @@ import re
 
 from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
                                          RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS)
-from queuectl.store import fragments, timing
+from queuectl.store import activity, fragments, timing
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
@@ -26,7 +26,7 @@ CHANNEL = "queuectl"
 #: The tables of the schema, which queries name bare and the store qualifies (postgres.qualify).
 TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
           "workers", "config", "queues", "leases", "job_deps",
-          "schedules", "queue_starts")
+          "schedules", "queue_starts", "activity", "activity_deltas")
 
 #: The body of the jobs table's update trigger (counts by state, and runs by outcome of the rows that
 #: leave processing, RUNS_FILTER narrowing those, RECOVERED_WHEN telling a recovered run), shared by the steps
@@ -297,6 +297,17 @@ CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
        " LANGUAGE plpgsql SET search_path = queuectl AS $$"
        + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL")
                       .replace("RECOVERED_WHEN", f"n.end_code = '{RECOVERED}'"),
+    # As SQLite's step 11: activity history (queuectl.store.activity), its deltas appended by a statement trigger
+    # beside the counters' and folded by PostgresStore.maintain.
+    10: f"""
+CREATE TABLE activity (
+    {activity.table("double precision", "bigint")}
+);
+CREATE INDEX activity_minute ON activity (minute);
+CREATE TABLE activity_deltas (
+    {activity.table("double precision", "bigint", primary_key=False)}
+);
+""" + activity.postgres_trigger(),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

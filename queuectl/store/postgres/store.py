@@ -38,6 +38,7 @@ from queuectl import settings as settings_mod
 from queuectl.clock import Instant
 from queuectl.dburi import redact, uri_error
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
+from queuectl.store import activity
 from queuectl.store.postgres.exchange import OneStatementExchange
 from queuectl.store.postgres.schema import CHANNEL, MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
 
@@ -200,6 +201,8 @@ class PostgresStore(OneStatementExchange):
                    " UNION ALL SELECT queue, state, n FROM job_count_deltas) d GROUP BY queue, state) c")
     RUNS_FROM = ("(SELECT queue, outcome, sum(n)::bigint AS n FROM (SELECT queue, outcome, n FROM job_runs"
                  " UNION ALL SELECT queue, outcome, n FROM job_run_deltas) d GROUP BY queue, outcome) r")
+
+    ACTIVITY_TABLES = ("activity", "activity_deltas")
 
     def __init__(self, uri: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,
                  session: bool = False):
@@ -429,6 +432,7 @@ class PostgresStore(OneStatementExchange):
             c.execute("WITH d AS (DELETE FROM job_run_deltas RETURNING queue, outcome, n)"
                       " INSERT INTO job_runs (queue, outcome, n) SELECT queue, outcome, sum(n) FROM d"
                       " GROUP BY queue, outcome ON CONFLICT (queue, outcome) DO UPDATE SET n = job_runs.n + excluded.n")
+            c.execute(activity.FOLD_DELTAS)
 
 
 def _parse(uri: str) -> dict:

@@ -1,5 +1,6 @@
 """The SQLite schema and its forward migrations, keyed by PRAGMA user_version."""
 
+from queuectl.store import activity
 from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
                                          RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS)
 
@@ -292,6 +293,13 @@ END;
 ALTER TABLE jobs ADD COLUMN end_code TEXT;    -- recovered: its last run's worker was lost; NULL: any other end
 DROP TRIGGER jobs_count_runs;
 """ + _COUNT_RUNS.replace("RECOVERED_WHEN", f"NEW.end_code = '{RECOVERED}'"),
+    # Activity history (queuectl.store.activity): per queue and minute, recorded by a trigger as jobs change.
+    11: f"""
+CREATE TABLE activity (
+    {activity.table("REAL", "INTEGER")}
+) WITHOUT ROWID;
+CREATE INDEX activity_minute ON activity (minute);
+""" + activity.sqlite_trigger(),
 }
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.

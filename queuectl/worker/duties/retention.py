@@ -1,7 +1,8 @@
-"""Retention: the worker's duty of deleting expired finished jobs (keep-completed, keep-cancelled, keep-dead).
+"""Retention: the worker's duty of deleting expired finished jobs (keep-completed, keep-cancelled, keep-dead)
+and the activity history's expired minutes (keep-history, folded into each queue's totals as they go).
 
 One worker at a time does it, the holder of the "retention" lease. A pass is one short
-transaction of at most PURGE_BATCH jobs (the store gives freed space back by itself); a
+transaction of at most PURGE_BATCH jobs, and one of about HISTORY_BATCH minutes (the store gives freed space back by itself); a
 full batch brings the next pass at the next turn of the worker's loop, so a backlog goes in
 bounded steps that let claims go on between them.
 """
@@ -13,6 +14,7 @@ import logging
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
 from queuectl.store import PURGE_BATCH, WorkerStore
+from queuectl.store.activity import HISTORY_BATCH
 
 log = logging.getLogger("queuectl.worker")
 
@@ -51,11 +53,14 @@ class Retention:
     def purge(self, store: WorkerStore, worker_id: int, config: dict, now: Instant) -> int:
         """Do one pass at `now` (it must carry this process's monotonic reading); return how many jobs it deleted."""
         older = settings_mod.kept_ages(config)
-        self._at = now.mono + min(RETENTION_EVERY, max(1.0, min(older.values(), default=0) / 2))
-        if not older or not store.take_lease("retention", worker_id, now, 3 * RETENTION_EVERY):
+        history = config["keep-history"]
+        ages = [*older.values(), *([] if history is None else [history])]
+        self._at = now.mono + min(RETENTION_EVERY, max(1.0, min(ages, default=0) / 2))
+        if not ages or not store.take_lease("retention", worker_id, now, 3 * RETENTION_EVERY):
             return 0
-        deleted = store.purge(older, now)
-        if deleted >= PURGE_BATCH:
+        deleted = store.purge(older, now) if older else 0
+        minutes = 0 if history is None else store.purge_history(now.wall - history)
+        if deleted >= PURGE_BATCH or minutes >= HISTORY_BATCH:
             self._at = now.mono  # a backlog: go on at the next turn
         self._deleted += deleted
         if self._deleted and now.mono - self._logged_at >= LOG_EVERY:

@@ -1,0 +1,123 @@
+"""The queue's activity over time, from the history the store keeps per queue and minute (queuectl.store.activity):
+`history` (rows per minute or hour, with wait and run time percentiles), `rates` (`queuectl status`'s jobs per
+minute) and `quantile` (Prometheus's histogram_quantile on the store's buckets). docs/semantics.md,
+"Activity history", gives the rules.
+"""
+
+import math
+from typing import NamedTuple
+
+#: The steps `history` sums minutes into: a minute, an hour (seconds).
+STEPS = (60.0, 3600.0)
+#: The windows of `rates`, minutes.
+RATE_WINDOWS = {"1m": 1, "5m": 5, "15m": 15}
+
+
+class HistoryRow(NamedTuple):
+    """A step of history: `at` its start (Unix seconds), `queue` ("" for all queues summed), the jobs that
+    started, completed, failed (a retry scheduled), went dead, were cancelled and were recovered from lost
+    workers in it, and the 50th and 95th percentiles of their wait (start - due) and run (end - start) times,
+    seconds (None without a sample)."""
+
+    at: float
+    queue: str
+    started: int
+    completed: int
+    failed: int
+    dead: int
+    cancelled: int
+    recovered: int
+    wait_p50: float | None
+    wait_p95: float | None
+    run_p50: float | None
+    run_p95: float | None
+
+
+def quantile(q: float, buckets, bounds=None) -> float | None:
+    """Return the `q` quantile (0..1) of the samples counted in `buckets` (counts per bucket of `bounds`, default
+    queuectl.store.activity.BOUNDS, not cumulative), or None without samples.
+
+    As Prometheus's histogram_quantile: linear within the bucket the rank falls in (the first bucket's lower
+    bound is 0); a rank in the +Inf bucket gives the highest finite bound.
+    """
+    from queuectl.store.activity import BOUNDS
+
+    bounds = BOUNDS if bounds is None else bounds
+    total = sum(buckets)
+    if total <= 0:
+        return None
+    rank, below, lower = q * total, 0, 0.0
+    for upper, n in zip(bounds, buckets):
+        if n and below + n >= rank:
+            if math.isinf(upper):
+                return lower
+            return lower + (upper - lower) * (rank - below) / n
+        below += n
+        if not math.isinf(upper):
+            lower = upper
+    return lower
+
+
+def _now(store, now: float | None) -> float:
+    return store.clock() if now is None else now
+
+
+def history(store, *, queue: str | None = None, since: float = 3600.0, step: float = 60.0, by_queue: bool = True,
+            now: float | None = None) -> list[HistoryRow]:
+    """Return the activity of the last `since` seconds in steps of `step` (60 or 3600 seconds), oldest first,
+    then by queue; steps with no activity are absent.
+
+    `queue`: that queue's alone; `by_queue=False` sums all queues into rows of queue "". A step is aligned on
+    the store's clock (a minute or an hour of Unix time); the first is the one `now - since` falls in.
+    `now`: Unix seconds on the store's clock (default: now). Raises InvalidInput for another step or a
+    negative `since`.
+    """
+    from queuectl.errors import InvalidInput
+
+    if step not in STEPS:
+        raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
+    if not math.isfinite(since) or since < 0:
+        raise InvalidInput(f"a history span must be 0 s or more, got {since!r}")
+    end = _now(store, now)
+    first = (end - since) // step * step
+    summed: dict[tuple[float, str], list] = {}
+    for r in store.activity(first, end, queue):
+        key = (r.minute // step * step, r.queue if by_queue else "")
+        acc = summed.get(key)
+        if acc is None:
+            summed[key] = [r.started, r.completed, r.failed, r.dead, r.cancelled, r.recovered, list(r.wait),
+                           list(r.run)]
+            continue
+        for i, n in enumerate((r.started, r.completed, r.failed, r.dead, r.cancelled, r.recovered)):
+            acc[i] += n
+        acc[6] = [a + b for a, b in zip(acc[6], r.wait)]
+        acc[7] = [a + b for a, b in zip(acc[7], r.run)]
+    return [HistoryRow(at, q, *acc[:6], quantile(0.5, acc[6]), quantile(0.95, acc[6]), quantile(0.5, acc[7]),
+                       quantile(0.95, acc[7]))
+            for (at, q), acc in sorted(summed.items())]
+
+
+def rates(store, now: float | None = None) -> dict:
+    """Return {"1m", "5m", "15m": {"completed": jobs, "failed": jobs}}: jobs per minute over the last 1, 5 and 15
+    minutes, of all queues ("failed": retries scheduled).
+
+    The window is the last N minutes up to `now` (Unix seconds on the store's clock; default now): the minutes
+    that begin in it whole, and of the minute it begins in the share that lies in the window (as if its jobs
+    were spread evenly over it).
+    """
+    end = _now(store, now)
+    current = end // 60 * 60
+    longest = max(RATE_WINDOWS.values())
+    rows = store.activity(current - 60 * longest, end)
+    out = {}
+    for name, minutes in RATE_WINDOWS.items():
+        first = current - 60 * minutes  # the minute the window begins in
+        share = 1 - (end - current) / 60
+        sums = {"completed": 0.0, "failed": 0.0}
+        for r in rows:
+            if r.minute >= first:
+                weight = share if r.minute == first else 1.0
+                sums["completed"] += weight * r.completed
+                sums["failed"] += weight * r.failed
+        out[name] = {k: round(v / minutes, 3) for k, v in sums.items()}
+    return out

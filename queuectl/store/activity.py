@@ -1,0 +1,201 @@
+"""Activity history: per queue and per minute, the jobs that started, completed, failed, went dead, were
+cancelled and were recovered, and histograms of their wait and run times (docs/semantics.md, "Activity history").
+
+Recorded where the state changes, by a trigger on the jobs table in the transaction of the change
+(SQLite: a row trigger that upserts the minute's row; PostgreSQL: a statement trigger, beside the counters',
+that appends one delta row per queue and minute to activity_deltas, which PostgresStore.maintain folds in:
+inserts never wait for each other, where an upsert of the minute's row would make every worker's exchange
+queue for its lock). A trigger sees exactly the rows a statement changed, so an exchange sent again after a
+lost commit, which the OWNED guard and fragments.counted make change nothing, counts nothing twice; and every
+path (an exchange, an operator's cancel, recovery, a dependency's cascade) is counted by the same rules.
+
+Wait time is start - due (run_at), run time end - start, both in seconds, counted in the fixed buckets of
+BOUNDS so that minutes from any number of workers and hosts add up exactly. Retention (purge_history) folds
+the minutes it deletes into the queue's row of minute 0 (RETIRED), so that the sums over all of a queue's rows,
+which `queuectl metrics` exposes as counters, never go down.
+
+The bounds and the columns are rendered into both engines' schema steps (SQLite 11, PostgreSQL 10): a
+change to them needs a new migration step.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from queuectl.store.core import SqlCore
+from queuectl.store.shared_schema import RECOVERED
+
+#: Upper bounds of the wait and run time buckets, seconds (Prometheus's `le`); the last bucket is +Inf.
+BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0,
+          float("inf"))
+#: The counts of a minute, in order.
+COUNTS = ("started", "completed", "failed", "dead", "cancelled", "recovered")
+WAIT = tuple(f"wait_{i}" for i in range(len(BOUNDS)))
+RUN = tuple(f"run_{i}" for i in range(len(BOUNDS)))
+#: Every summed column of a row, in order: COUNTS, the wait buckets, the run buckets, wait_sum, run_sum.
+SUMMED = (*COUNTS, *WAIT, *RUN, "wait_sum", "run_sum")
+#: The minute of the rows that retention folded its deleted minutes into (one per queue).
+RETIRED = 0
+#: Minutes (rows of one queue) retention deletes per pass, about.
+HISTORY_BATCH = 1000
+
+
+class ActivityRow(NamedTuple):
+    """A queue's activity in one minute (`minute`: its start, Unix seconds), or summed over many: the counts,
+    the wait and run buckets (counts per bucket of BOUNDS, not cumulative) and the sums of the times (seconds)."""
+
+    queue: str
+    minute: float
+    started: int
+    completed: int
+    failed: int
+    dead: int
+    cancelled: int
+    recovered: int
+    wait: tuple
+    run: tuple
+    wait_sum: float
+    run_sum: float
+
+
+def table(real: str, integer: str, *, primary_key: bool = True) -> str:
+    """The column list of the activity table (`real` and `integer`: the engine's types)."""
+    cols = ["queue text NOT NULL", f"minute {integer} NOT NULL",
+            *(f"{c} {integer} NOT NULL DEFAULT 0" for c in (*COUNTS, *WAIT, *RUN)),
+            f"wait_sum {real} NOT NULL DEFAULT 0", f"run_sum {real} NOT NULL DEFAULT 0"]
+    if primary_key:
+        cols.append("PRIMARY KEY (queue, minute)")
+    return ",\n    ".join(cols)
+
+
+def _bucket(x: str) -> str:
+    """The index of the bucket of BOUNDS that value `x` (seconds, SQL; NULL: no sample) falls in, or NULL."""
+    whens = " ".join(f"WHEN {x} <= {b!r} THEN {i}" for i, b in enumerate(BOUNDS[:-1]))
+    return f"CASE WHEN {x} IS NULL THEN NULL {whens} ELSE {len(BOUNDS) - 1} END"
+
+
+def _transitions(o: str, n: str) -> dict[str, str]:
+    """The condition of each count for one job's change from row `o` to row `n` (their aliases and a dot)."""
+    recovered = f"(coalesce({n}end_code, '') = '{RECOVERED}' AND coalesce({o}end_code, '') <> '{RECOVERED}')"
+    moved = f"{o}state <> {n}state"
+    return {
+        # a start recorded (a recovery that counts an attempt for a job whose start it never saw is no start)
+        "started": f"{o}started_at IS NULL AND {n}started_at IS NOT NULL AND NOT {recovered}",
+        "completed": f"{n}state = 'completed' AND {moved}",
+        "failed": f"{n}state = 'failed' AND {moved} AND NOT {recovered}",
+        "dead": f"{n}state = 'dead' AND {moved} AND NOT {recovered}",
+        "cancelled": f"{n}state = 'cancelled' AND {moved}",
+        "recovered": recovered,
+    }
+
+
+def _nonneg(x: str) -> str:
+    return f"CASE WHEN {x} < 0 THEN 0 ELSE {x} END"
+
+
+def record(o: str, n: str, floor_minute: str, source: str, into: str, *, grouped: bool) -> str:
+    """The INSERT ... SELECT of one statement's activity into table `into`, from `source` (a FROM clause, or
+    "" in a row trigger) whose old and new rows are `o` and `n`; `floor_minute` renders the minute of a time
+    ({} the time); `grouped` sums the changed rows by queue and minute (a statement trigger)."""
+    t = _transitions(o, n)
+    ended = (f"{o}state = 'processing' AND {n}state IN ('completed', 'failed', 'dead', 'cancelled')"
+             f" AND {n}started_at IS NOT NULL AND NOT {t['recovered']}")
+    inner = ", ".join([f"{n}queue AS queue", f"{floor_minute.format(f'{n}updated_at')} AS minute",
+                       *(f"CASE WHEN {cond} THEN 1 ELSE 0 END AS {name}" for name, cond in t.items()),
+                       f"CASE WHEN {t['started']} THEN {_nonneg(f'{n}started_at - {n}run_at')} END AS wv",
+                       f"CASE WHEN {ended} THEN {_nonneg(f'{n}finished_at - {n}started_at')} END AS rv"])
+    agg = "sum({})" if grouped else "{}"
+    outer = ", ".join(["queue", "minute", *(agg.format(c) for c in COUNTS),
+                       *(agg.format(f"CASE WHEN w = {i} THEN 1 ELSE 0 END") for i in range(len(BOUNDS))),
+                       *(agg.format(f"CASE WHEN r = {i} THEN 1 ELSE 0 END") for i in range(len(BOUNDS))),
+                       agg.format("coalesce(wv, 0)"), agg.format("coalesce(rv, 0)")])
+    tail = (" GROUP BY queue, minute HAVING " + " + ".join(f"sum({c})" for c in COUNTS) + " > 0") if grouped \
+        else " WHERE true"  # SQLite: an INSERT ... SELECT's ON CONFLICT needs a WHERE before it
+    return (f"INSERT INTO {into} (queue, minute, {', '.join(SUMMED)})"
+            f" SELECT {outer} FROM (SELECT *, {_bucket('wv')} AS w, {_bucket('rv')} AS r"
+            f" FROM (SELECT {inner}{source}) s) b{tail}")
+
+
+#: The ON CONFLICT clause that adds a row's sums to the row of its queue and minute.
+ADD_ON_CONFLICT = (" ON CONFLICT (queue, minute) DO UPDATE SET "
+                   + ", ".join(f"{c} = activity.{c} + excluded.{c}" for c in SUMMED))
+
+#: PostgreSQL's fold of activity_deltas into activity (PostgresStore.maintain), in the rows' order.
+FOLD_DELTAS = (f"WITH d AS (DELETE FROM activity_deltas RETURNING *) INSERT INTO activity (queue, minute, {', '.join(SUMMED)})"
+               f" SELECT queue, minute, {', '.join(f'sum({c})' for c in SUMMED)} FROM d GROUP BY queue, minute"
+               f" ORDER BY queue, minute{ADD_ON_CONFLICT}")
+
+#: What a change of these columns may count (SQLite's trigger names them; any other update counts nothing).
+WATCHED = "state, started_at, end_code"
+
+
+def sqlite_trigger() -> str:
+    """SQLite's row trigger that records a job's change in its minute's row (schema step 11)."""
+    t = _transitions("OLD.", "NEW.")
+    return (f"CREATE TRIGGER jobs_activity AFTER UPDATE OF {WATCHED} ON jobs\n"
+            f"WHEN ({t['started']}) OR (OLD.state IS NOT NEW.state"
+            " AND NEW.state IN ('completed', 'failed', 'dead', 'cancelled')) BEGIN\n    "
+            + record("OLD.", "NEW.", "CAST({} / 60 AS INTEGER) * 60", "", "activity", grouped=False)
+            + ADD_ON_CONFLICT + ";\nEND;\n")
+
+
+def postgres_trigger() -> str:
+    """PostgreSQL's statement trigger that appends a statement's activity to activity_deltas (schema step 10)."""
+    body = record("o.", "n.", "(floor({} / 60) * 60)::bigint", " FROM old_rows o JOIN new_rows n ON n.seq = o.seq",
+                  "activity_deltas", grouped=True)
+    return ("CREATE FUNCTION jobs_activity() RETURNS trigger LANGUAGE plpgsql SET search_path = queuectl AS $$\n"
+            f"BEGIN\n    {body};\n    RETURN NULL;\nEND $$;\n"
+            "CREATE TRIGGER jobs_activity AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
+            " FOR EACH STATEMENT EXECUTE FUNCTION jobs_activity();\n")
+
+
+def _sums(cols: Sequence[str] = SUMMED) -> str:
+    return ", ".join(f"sum({c}) AS {c}" for c in cols)
+
+
+def _row(r, minute: float | None = None) -> ActivityRow:
+    """An ActivityRow of a summed row `r` (its own minute, or `minute` where it has none)."""
+    counts = [int(r[c] or 0) for c in COUNTS]
+    return ActivityRow(r["queue"], float(r["minute"]) if minute is None else minute,
+                       *counts, tuple(int(r[c] or 0) for c in WAIT), tuple(int(r[c] or 0) for c in RUN),
+                       float(r["wait_sum"] or 0), float(r["run_sum"] or 0))
+
+
+class ActivityStore(SqlCore):
+    """SqlStore's activity history: its reads and its retention (the triggers record it)."""
+
+    #: The tables activity is read from (PostgreSQL adds its deltas not yet folded).
+    ACTIVITY_TABLES: tuple[str, ...] = ("activity",)
+
+    def _read_activity(self, where: str, params: Sequence, group: str) -> list:
+        union = " UNION ALL ".join(f"SELECT queue, minute, {', '.join(SUMMED)} FROM {t} WHERE {where}"
+                                   for t in self.ACTIVITY_TABLES)
+        with self._errors():
+            return self.c.execute(f"SELECT {group}, {_sums()} FROM ({union}) a GROUP BY {group} ORDER BY {group}",
+                                  [*params] * len(self.ACTIVITY_TABLES)).fetchall()
+
+    def activity(self, since: float, until: float, queue: str | None = None) -> list[ActivityRow]:
+        """Return each queue's activity per minute for the minutes that begin in [since, until) (Unix seconds on
+        the store's clock), oldest first, then by queue; minutes with no activity are absent. `queue`: that
+        queue's alone."""
+        where, params = "minute >= ? AND minute < ? AND minute > 0", [since, until]
+        if queue is not None:
+            where, params = f"{where} AND queue = ?", [*params, queue]
+        return [_row(r) for r in self._read_activity(where, params, "minute, queue")]
+
+    def activity_totals(self) -> dict[str, ActivityRow]:
+        """Return {queue: its activity summed since the history began}: retention does not lower it."""
+        return {r["queue"]: _row(r, RETIRED) for r in self._read_activity("true", [], "queue")}
+
+    def purge_history(self, before: float, limit: int = HISTORY_BATCH) -> int:
+        """Delete about `limit` minutes of history (rows) older than `before` (Unix seconds), oldest first, in one
+        transaction, folding them into their queue's totals (minute RETIRED); return how many rows it deleted."""
+        with self._write() as c:
+            edge = c.execute(f"SELECT minute FROM activity WHERE minute > {RETIRED} AND minute < ?"
+                             " ORDER BY minute LIMIT 1 OFFSET ?", (before, max(limit - 1, 0))).fetchone()
+            upto = before if edge is None else min(float(edge[0]) + 1, before)
+            where = f"minute > {RETIRED} AND minute < ?"
+            c.execute(f"INSERT INTO activity (queue, minute, {', '.join(SUMMED)}) SELECT queue, {RETIRED},"
+                      f" {', '.join(f'sum({c})' for c in SUMMED)} FROM activity WHERE {where} GROUP BY queue"
+                      f"{ADD_ON_CONFLICT}", (upto,))
+            return c.execute(f"DELETE FROM activity WHERE {where}", (upto,)).rowcount
