@@ -219,8 +219,8 @@ def workers_pane(snap, units: dict, f: str) -> Pane:
     rows = []
     for w in snap.workers:
         info = w.info
-        if not matches(f, info.name, info.host, info.queues, info.unit, *info.job_ids):
-            continue
+        if info.queues and not matches(f, info.name, info.host, info.queues, info.unit, *info.job_ids):
+            continue  # (a worker of every queue serves the queue filtered too)
         unit = units.get(info.unit or "", {})
         restarts = unit.get("NRestarts") or "-" if info.unit else "-"
         rows.append(Row(None, (printable(info.name), printable(info.host), w.state,
