@@ -135,11 +135,12 @@ def build(reading: Reading, view: View) -> Model:
 def header(reading: Reading, view: View) -> list[tuple[str, str]]:
     """The header's lines as (text, style): what is shown and how fresh it is, the totals, an outage."""
     at = time.strftime("%H:%M:%S", time.localtime(view.read_at)) if view.read_at else "-"
-    parts = [f"queuectl top - {printable(reading.db)}", at, f"every {view.interval:g}s"]
+    parts = ["queuectl top -"]  # the database last: a long path is what the width cuts
     if view.read_only:
         parts.append(f"read-only ({view.why_read_only})" if view.why_read_only else "read-only")
     if view.filter:
         parts.append(f"filter: {printable(view.filter)}")
+    parts += [at, f"every {view.interval:g}s", printable(reading.db)]
     lines = [("  ".join(parts), "title")]
     totals = reading.snapshot.totals
     paused = len(reading.snapshot.paused)

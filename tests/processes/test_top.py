@@ -1,0 +1,213 @@
+"""`queuectl top` in a real terminal (tmux: tests/support/tmux.py) against a real database and real workers:
+what it shows follows the queue, its keys act through the api, and the terminal comes back however it ends."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import QUEUECTL, require, wait_for
+from queuectl.store import open_store
+from support import tmux
+
+INTERVAL = "0.5"
+
+
+@pytest.fixture
+def term():
+    require(tmux.missing(), "processes")
+    t = tmux.Terminal(100, 30)
+    yield t
+    t.close()
+
+
+def start_top(term, db, *args: str) -> None:
+    """Print a marker, then run top in the terminal's shell; wait for its first screen."""
+    term.type("echo before-top")
+    term.keys("Enter")
+    term.wait_for("before-top\n")
+    term.run([*QUEUECTL, "--db", db, "top", "--interval", INTERVAL, *args])
+    term.wait_for(lambda s: s.startswith("queuectl top"), message="top's first screen")
+
+
+def given_back(term, status: int) -> str:
+    """Wait for the shell to say top exited with `status`, and for the screen from before top to be back."""
+    shown = term.wait_for(f"exit={status}", message=f"exit={status}")
+    assert "before-top" in shown and "queuectl top -" not in shown, shown
+    assert shown.rstrip().endswith(tmux.PROMPT.strip()), shown  # the prompt, under what the shell printed
+    return shown
+
+
+def add(run_cli, **job) -> str:
+    r = run_cli("enqueue", json.dumps(job))
+    assert r.exit_code == 0, r.stderr
+    return job["id"]
+
+
+def row(screen: str, first: str) -> list[str]:
+    """The cells of the line of `screen` that starts with `first`."""
+    return next((ln.split() for ln in screen.splitlines() if ln.startswith(first + " ")), [])
+
+
+def test_the_counts_follow_a_worker_draining_the_queue_and_q_gives_the_terminal_back(term, db, run_cli, workers):
+    for n in range(5):
+        add(run_cli, id=f"j{n}", command="true")
+    start_top(term, db)
+    term.wait_for("pending 5  processing 0  completed 0")
+    workers.start("--count", "2")
+    shown = term.wait_for(lambda s: "pending 0  processing 0  completed 5" in s and "Workers (1)" in s
+                          and re.search(r"^default +\S+ +\S+ +5 ", s, re.M), message="the queue drained")
+    assert row(shown, "default")[:4] == ["default", "0", "0", "5"]  # QUEUE PEND RUN DONE
+    term.keys("q")
+    given_back(term, 0)
+
+
+def test_p_pauses_and_resumes_the_selected_queue(term, db, run_cli):
+    add(run_cli, id="j1", command="true")
+    start_top(term, db)
+    term.keys("p")
+    term.wait_for("paused queue default")
+    with open_store(db) as store:
+        assert "default" in store.paused_queues()
+    term.wait_for(lambda s: row(s, "default")[8:9] == ["paused"], message="the pane to show the pause")
+    term.keys("p")
+    term.wait_for("resumed queue default")
+    with open_store(db) as store:
+        assert store.paused_queues() == {}
+    term.keys("q")
+    given_back(term, 0)
+
+
+def test_c_asks_and_y_cancels_the_selected_running_job(term, db, run_cli, workers):
+    add(run_cli, id="sleeper", command="sleep 60")
+    workers.start()
+    with open_store(db) as store:
+        wait_for(lambda: store.get_job("sleeper").state.value == "processing", message="the job to run")
+    start_top(term, db)
+    term.wait_for("Running (1)")
+    term.keys("j", "c")  # the queue, then the running job
+    term.wait_for("cancel job sleeper? y: yes")
+    term.keys("n")
+    term.wait_for("not done: cancel job sleeper")
+    with open_store(db) as store:
+        assert store.get_job("sleeper").state.value == "processing"
+    term.keys("c")
+    term.wait_for("cancel job sleeper? y: yes")
+    term.keys("y")
+    term.wait_for("job sleeper: ")
+    with open_store(db) as store:
+        wait_for(lambda: store.get_job("sleeper").state.value == "cancelled", message="the job cancelled")
+    term.wait_for(lambda s: "Running (0)" in s and "cancelled 1" in s, message="the view to show it")
+    term.keys("q")
+    given_back(term, 0)
+
+
+def test_enter_opens_the_job_and_follows_its_output(term, db, run_cli, workers):
+    add(run_cli, id="talker", command="echo first-line; read nothing; sleep 60")
+    workers.start()
+    with open_store(db) as store:
+        wait_for(lambda: store.get_job("talker").state.value == "processing", message="the job to run")
+    start_top(term, db)
+    term.wait_for("Running (1)")
+    term.keys("j", "Enter")
+    shown = term.wait_for("first-line", message="the job's output")
+    assert "job talker  queue default  state processing" in shown
+    term.keys("Escape")
+    term.wait_for("Running (1)")
+    term.keys("q")
+    given_back(term, 0)
+
+
+def test_slash_filters_by_queue_or_text(term, db, run_cli):
+    add(run_cli, id="a1", queue="alpha", command="true")
+    add(run_cli, id="b1", queue="beta", command="true")
+    start_top(term, db)
+    term.wait_for(lambda s: "alpha " in s and "beta " in s, message="both queues")
+    term.keys("/")
+    term.type("bet")
+    term.keys("Enter")
+    shown = term.wait_for("filter: bet")
+    assert "Queues (1)" in shown and "beta " in shown and "alpha " not in shown
+    term.keys("Escape")
+    term.wait_for(lambda s: "Queues (2)" in s and "filter:" not in s, message="the filter cleared")
+    term.keys("q")
+    given_back(term, 0)
+
+
+def test_a_resize_is_followed(term, db, run_cli):
+    add(run_cli, id="j1", command="true")
+    start_top(term, db)
+    term.wait_for("LIMIT")
+    term.resize(30, 8)
+    term.wait_for("terminal too small: need 40x10")
+    term.resize(200, 40)
+    shown = term.wait_for(lambda s: "Workers (0)" in s.splitlines()[2], message="two columns")
+    assert "Queues (1)" in shown.splitlines()[2]
+    term.resize(80, 24)
+    term.wait_for(lambda s: s.splitlines()[2].rstrip() == "Queues (1)", message="one column again")
+    term.keys("q")
+    given_back(term, 0)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_give_the_terminal_back(term, db, run_cli, sig):
+    import os
+
+    add(run_cli, id="j1", command="true")
+    start_top(term, db)
+    os.kill(term.program_pid(), sig)
+    shown = given_back(term, 128 + sig)
+    assert f"queuectl: top ended by {sig.name}" in shown
+
+
+def test_ctrl_c_gives_the_terminal_back_with_130(term, db, run_cli):
+    start_top(term, db)
+    term.keys("C-c")
+    shown = given_back(term, 130)
+    assert "queuectl: error: interrupted" in shown
+
+
+def test_read_only_hides_the_actions(term, db, run_cli):
+    add(run_cli, id="j1", command="true")
+    start_top(term, db, "--read-only")
+    shown = term.wait_for("read-only")
+    assert "p pause" not in shown
+    term.keys("p")
+    term.wait_for("read-only: no actions")
+    with open_store(db) as store:
+        assert store.paused_queues() == {}
+    term.keys("q")
+    given_back(term, 0)
+
+
+def test_without_a_terminal_one_line_and_exit_2(db):
+    done = subprocess.run([*QUEUECTL, "--db", db, "top"], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stdout == "" and done.stderr.count("\n") == 1
+    assert "top draws on a terminal" in done.stderr
+
+
+def test_a_database_outage_is_said_and_ridden_out(term, pg_server, pg_uri, tmp_path):
+    from conftest import Cli
+
+    run_cli = Cli(pg_uri)
+    add(run_cli, id="j1", command="true")
+    start_top(term, pg_uri)
+    term.wait_for("pending 1  processing 0")
+    try:
+        pg_server.stop("fast")
+        term.wait_for("database unavailable for", message="the outage said")
+    finally:
+        if not pg_server.running():
+            pg_server.start()
+    add(run_cli, id="j2", command="true")
+    shown = term.wait_for(lambda s: "pending 2  processing 0" in s and "database unavailable" not in s,
+                          message="the view back")
+    assert shown.startswith("queuectl top")
+    term.keys("q")
+    given_back(term, 0)
