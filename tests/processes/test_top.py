@@ -107,14 +107,14 @@ def test_c_asks_and_y_cancels_the_selected_running_job(term, db, run_cli, worker
 
 
 def test_enter_opens_the_job_and_follows_its_output(term, db, run_cli, workers):
-    add(run_cli, id="talker", command="echo first-line; read nothing; sleep 60")
+    add(run_cli, id="talker", command="echo first-line; sleep 60")
     workers.start()
     with open_store(db) as store:
         wait_for(lambda: store.get_job("talker").state.value == "processing", message="the job to run")
     start_top(term, db)
     term.wait_for("Running (1)")
     term.keys("j", "Enter")
-    shown = term.wait_for("first-line", message="the job's output")
+    shown = term.wait_for(lambda s: "first-line" in s.splitlines(), message="the job's output, a line of its own")
     assert "job talker  queue default  state processing" in shown
     term.keys("Escape")
     term.wait_for("Running (1)")
