@@ -291,8 +291,6 @@ class Top:
                 if self.glyphs is ASCII:
                     text = text.encode("ascii", "replace").decode("ascii")
                 attr = self.styles.get(style, curses.A_NORMAL)
-                if style == "selected":
-                    text = text.ljust(width - x)
                 try:
                     scr.addstr(y, x, text[:max(0, width - x)], attr)
                 except curses.error:  # the bottom-right cell: curses cannot move past it, the text is drawn

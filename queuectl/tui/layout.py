@@ -21,6 +21,8 @@ MIN_SIZE = (40, 10)
 WIDE = 160
 #: Panes left out first when the height is short (the queues pane stays).
 DROP_PANES = ("schedules", "dead", "workers", "throughput", "running")
+#: The order in which panes get the lines left once each shows a row: the most needed first.
+GROW_ORDER = ("queues", "running", "throughput", "dead", "workers", "schedules")
 #: Which panes go in which column of a wide terminal.
 LEFT, RIGHT = ("queues", "throughput", "schedules"), ("workers", "running", "dead")
 #: The widest a column other than the flexible one grows (ids and names past it are cut).
@@ -71,7 +73,7 @@ def screen(model: Model, width: int, height: int, selected=None, glyphs: Glyphs 
     if width < MIN_SIZE[0] or height < MIN_SIZE[1]:
         return too_small(width, height)
     top = [line(t, s, width, glyphs) for t, s in model.header]
-    bottom = [line(model.footer, "alert" if model.footer and not model.footer.startswith("j/k") else "dim",
+    bottom = [line(model.footer, "dim" if model.footer.startswith("j/k") else "alert",
                    width, glyphs)]
     room = height - len(top) - len(bottom)
     if width >= WIDE:
@@ -107,9 +109,14 @@ def stack(panes: list[Pane], width: int, height: int, selected, glyphs: Glyphs) 
         panes.pop()
     given = {p.name: least(p) for p in panes}
     left = height - sum(given.values())
-    while left > 0:
+    for p in panes:  # the queues first, up to half the height: what the view is for
+        if p.name == "queues":
+            more = min(left, max(0, min(want[p.name], height // 2) - given[p.name]))
+            given[p.name] += more
+            left -= more
+    while left > 0:  # a line each in turn, the most needed first (GROW_ORDER)
         grew = False
-        for p in panes:
+        for p in sorted(panes, key=lambda p: GROW_ORDER.index(p.name)):
             if left and given[p.name] < want[p.name]:
                 given[p.name] += 1
                 left -= 1
@@ -139,8 +146,10 @@ def draw_pane(pane: Pane, width: int, height: int, selected, glyphs: Glyphs) -> 
         texts = [spark(c.values, widths[n], glyphs) if isinstance(c, Spark) else c
                  for n, c in ((n, row.cells[i]) for n, i in enumerate(kept))]
         texts = [clip(t, w, glyphs.more) for t, w in zip(texts, widths)]
-        out.append(line(join(texts, widths), "selected" if row.key is not None and row.key == selected else "normal",
-                        width, glyphs))
+        chosen = row.key is not None and row.key == selected
+        text = join(texts, widths)
+        out.append(line(text + " " * (width - cells(text)) if chosen else text, "selected" if chosen else "normal",
+                        width, glyphs))  # the selected row's bar spans its pane
     return out
 
 

@@ -142,10 +142,7 @@ def header(reading: Reading, view: View) -> list[tuple[str, str]]:
         parts.append(f"filter: {printable(view.filter)}")
     parts += [at, f"every {view.interval:g}s", printable(reading.db)]
     lines = [("  ".join(parts), "title")]
-    totals = reading.snapshot.totals
-    paused = len(reading.snapshot.paused)
-    lines.append(("  ".join(f"{s} {n}" for s, n in totals.items())
-                  + (f"  paused queues {paused}" if paused else ""), "normal"))
+    lines.append(("  ".join(f"{s} {n}" for s, n in reading.snapshot.totals.items()), "normal"))
     if view.outage is not None:
         since = time.monotonic() - view.outage_since if view.outage_since is not None else 0.0
         lines.append((f"database unavailable for {ago(since)}: {printable(view.outage)}; showing the reading of {at},"
@@ -157,9 +154,9 @@ def footer(view: View) -> str:
     """The footer's line: the last action's message, else the keys."""
     if view.message:
         return printable(view.message)
-    keys = "j/k select  enter open  / filter"
+    keys = "j/k select  Enter open  / filter"
     if not view.read_only:
-        keys += "  p pause/resume  c cancel  r retry"
+        keys += "  p pause  c cancel  r retry"
     return keys + "  ? keys  q quit"
 
 
