@@ -56,8 +56,10 @@ def top(app, interval, read_only):
         click.get_current_context().exit(128 + e.signum)
     except (QueuectlError, KeyboardInterrupt):
         raise
-    except Exception as e:  # the terminal is back (curses.wrapper): say what ended the view in one line
-        raise QueuectlError(f"top stopped: {type(e).__name__}: {e}") from None
+    except Exception as e:  # the terminal is back (app.session): say what ended the view in one line
+        from queuectl.printable import printable
+
+        raise QueuectlError(f"top stopped: {type(e).__name__}: {printable(e)}") from None
 
 
 def _say(line: str) -> None:

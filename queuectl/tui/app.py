@@ -5,7 +5,7 @@ The loop reads through a queuectl.tui.source.Source once per interval, builds th
 erased, not cleared, and drawn with noutrefresh and one doupdate, so curses sends only the
 cells that changed. It redraws after a reading, a key or a resize (KEY_RESIZE), never in between.
 
-The terminal is always given back: curses.wrapper restores it on any way out of the loop, and
+The terminal is always given back: `session` restores it on any way out of the loop, and
 SIGTERM and SIGHUP (an SSH session that drops) raise Ended inside it, as Ctrl+C raises
 KeyboardInterrupt. A database that becomes unavailable (DatabaseUnavailable: a PostgreSQL
 server restarting, a SQLite file locked past the busy timeout) is said in the header while the
@@ -38,7 +38,7 @@ FIRST, LAST = (curses.KEY_HOME, "g"), (curses.KEY_END, "G")
 
 
 class Ended(BaseException):
-    """A signal ended the view (SIGTERM, SIGHUP): raised inside the loop so that curses.wrapper gives the
+    """A signal ended the view (SIGTERM, SIGHUP): raised inside the loop so that `session` gives the
     terminal back. A BaseException, as KeyboardInterrupt is, so that no `except Exception` holds it."""
 
     def __init__(self, signum: int):
@@ -57,10 +57,32 @@ def run(source, view: model.View, first: model.Reading, encoding: str) -> None:
 
     kept = {s: signal.signal(s, end) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        curses.wrapper(Top(source, view, first, encoding).loop)
+        session(Top(source, view, first, encoding).loop)
     finally:
         for s, handler in kept.items():
             signal.signal(s, handler)
+
+
+def session(loop) -> None:
+    """Run `loop(window)` in curses and give the terminal back however it ends, as curses.wrapper does, except
+    that a terminal already gone (SIGHUP after an SSH session dropped) does not turn the way out into an
+    error: each step of giving it back is tried alone."""
+    scr = curses.initscr()
+    try:
+        curses.noecho()
+        curses.cbreak()
+        scr.keypad(True)
+        try:
+            curses.start_color()
+        except curses.error:
+            pass
+        loop(scr)
+    finally:
+        for restore in (lambda: scr.keypad(False), curses.echo, curses.nocbreak, curses.endwin):
+            try:
+                restore()
+            except curses.error:  # nothing left to give back to
+                pass
 
 
 class Top:

@@ -36,16 +36,38 @@ def start_top(term, db, *args: str) -> None:
 
 def given_back(term, status: int) -> str:
     """Wait for the shell to say top exited with `status`, and for the screen from before top to be back."""
-    shown = term.wait_for(f"exit={status}", message=f"exit={status}")
+    shown = term.wait_for(lambda s: f"exit={status}" in s and s.rstrip().endswith(tmux.PROMPT.strip()),
+                          message=f"exit={status}, then the shell's prompt")
     assert "before-top" in shown and "queuectl top -" not in shown, shown
-    assert shown.rstrip().endswith(tmux.PROMPT.strip()), shown  # the prompt, under what the shell printed
     return shown
+
+
+def quit_top(term) -> None:
+    """Press q; top exits 0 and the terminal is back."""
+    term.keys("q")
+    given_back(term, 0)
+
+
+def top_over_a_job(term, db, run_cli, *args: str) -> None:
+    """Enqueue job j1 in queue default, then run top with `args`."""
+    add(run_cli, id="j1", command="true")
+    start_top(term, db, *args)
 
 
 def add(run_cli, **job) -> str:
     r = run_cli("enqueue", json.dumps(job))
     assert r.exit_code == 0, r.stderr
     return job["id"]
+
+
+def top_over_a_running_job(term, db, run_cli, workers, job_id: str, command: str) -> None:
+    """Run job `job_id` on a worker, then top, until top shows it running."""
+    add(run_cli, id=job_id, command=command)
+    workers.start()
+    with open_store(db) as store:
+        wait_for(lambda: store.get_job(job_id).state.value == "processing", message="the job to run")
+    start_top(term, db)
+    term.wait_for("Running (1)")
 
 
 def row(screen: str, first: str) -> list[str]:
@@ -62,13 +84,11 @@ def test_the_counts_follow_a_worker_draining_the_queue_and_q_gives_the_terminal_
     shown = term.wait_for(lambda s: "pending 0  processing 0  completed 5" in s and "Workers (1)" in s
                           and re.search(r"^default +\S+ +\S+ +5 ", s, re.M), message="the queue drained")
     assert row(shown, "default")[:4] == ["default", "0", "0", "5"]  # QUEUE PEND RUN DONE
-    term.keys("q")
-    given_back(term, 0)
+    quit_top(term)
 
 
 def test_p_pauses_and_resumes_the_selected_queue(term, db, run_cli):
-    add(run_cli, id="j1", command="true")
-    start_top(term, db)
+    top_over_a_job(term, db, run_cli)
     term.keys("p")
     term.wait_for("paused queue default")
     with open_store(db) as store:
@@ -78,17 +98,11 @@ def test_p_pauses_and_resumes_the_selected_queue(term, db, run_cli):
     term.wait_for("resumed queue default")
     with open_store(db) as store:
         assert store.paused_queues() == {}
-    term.keys("q")
-    given_back(term, 0)
+    quit_top(term)
 
 
 def test_c_asks_and_y_cancels_the_selected_running_job(term, db, run_cli, workers):
-    add(run_cli, id="sleeper", command="sleep 60")
-    workers.start()
-    with open_store(db) as store:
-        wait_for(lambda: store.get_job("sleeper").state.value == "processing", message="the job to run")
-    start_top(term, db)
-    term.wait_for("Running (1)")
+    top_over_a_running_job(term, db, run_cli, workers, "sleeper", "sleep 60")
     term.keys("j", "c")  # the queue, then the running job
     term.wait_for("cancel job sleeper? y: yes")
     term.keys("n")
@@ -102,24 +116,17 @@ def test_c_asks_and_y_cancels_the_selected_running_job(term, db, run_cli, worker
     with open_store(db) as store:
         wait_for(lambda: store.get_job("sleeper").state.value == "cancelled", message="the job cancelled")
     term.wait_for(lambda s: "Running (0)" in s and "cancelled 1" in s, message="the view to show it")
-    term.keys("q")
-    given_back(term, 0)
+    quit_top(term)
 
 
 def test_enter_opens_the_job_and_follows_its_output(term, db, run_cli, workers):
-    add(run_cli, id="talker", command="echo first-line; sleep 60")
-    workers.start()
-    with open_store(db) as store:
-        wait_for(lambda: store.get_job("talker").state.value == "processing", message="the job to run")
-    start_top(term, db)
-    term.wait_for("Running (1)")
+    top_over_a_running_job(term, db, run_cli, workers, "talker", "echo first-line; sleep 60")
     term.keys("j", "Enter")
     shown = term.wait_for(lambda s: "first-line" in s.splitlines(), message="the job's output, a line of its own")
     assert "job talker  queue default  state processing" in shown
     term.keys("Escape")
     term.wait_for("Running (1)")
-    term.keys("q")
-    given_back(term, 0)
+    quit_top(term)
 
 
 def test_slash_filters_by_queue_or_text(term, db, run_cli):
@@ -134,13 +141,11 @@ def test_slash_filters_by_queue_or_text(term, db, run_cli):
     assert "Queues (1)" in shown and "beta " in shown and "alpha " not in shown
     term.keys("Escape")
     term.wait_for(lambda s: "Queues (2)" in s and "filter:" not in s, message="the filter cleared")
-    term.keys("q")
-    given_back(term, 0)
+    quit_top(term)
 
 
 def test_a_resize_is_followed(term, db, run_cli):
-    add(run_cli, id="j1", command="true")
-    start_top(term, db)
+    top_over_a_job(term, db, run_cli)
     term.wait_for("LIMIT")
     term.resize(30, 8)
     term.wait_for("terminal too small: need 40x10")
@@ -149,16 +154,14 @@ def test_a_resize_is_followed(term, db, run_cli):
     assert "Queues (1)" in shown.splitlines()[2]
     term.resize(80, 24)
     term.wait_for(lambda s: s.splitlines()[2].rstrip() == "Queues (1)", message="one column again")
-    term.keys("q")
-    given_back(term, 0)
+    quit_top(term)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_give_the_terminal_back(term, db, run_cli, sig):
     import os
 
-    add(run_cli, id="j1", command="true")
-    start_top(term, db)
+    top_over_a_job(term, db, run_cli)
     os.kill(term.program_pid(), sig)
     shown = given_back(term, 128 + sig)
     assert f"queuectl: top ended by {sig.name}" in shown
@@ -172,16 +175,14 @@ def test_ctrl_c_gives_the_terminal_back_with_130(term, db, run_cli):
 
 
 def test_read_only_hides_the_actions(term, db, run_cli):
-    add(run_cli, id="j1", command="true")
-    start_top(term, db, "--read-only")
+    top_over_a_job(term, db, run_cli, "--read-only")
     shown = term.wait_for("read-only")
     assert "p pause" not in shown
     term.keys("p")
     term.wait_for("read-only: no actions")
     with open_store(db) as store:
         assert store.paused_queues() == {}
-    term.keys("q")
-    given_back(term, 0)
+    quit_top(term)
 
 
 def test_without_a_terminal_one_line_and_exit_2(db):
@@ -209,5 +210,15 @@ def test_a_database_outage_is_said_and_ridden_out(term, pg_server, pg_uri, tmp_p
     shown = term.wait_for(lambda s: "pending 2  processing 0" in s and "database unavailable" not in s,
                           message="the view back")
     assert shown.startswith("queuectl top")
-    term.keys("q")
-    given_back(term, 0)
+    quit_top(term)
+
+
+def test_an_error_ends_the_view_with_one_line_and_exit_1_the_terminal_given_back(term, db, run_cli):
+    import sqlite3
+
+    top_over_a_job(term, db, run_cli)
+    with sqlite3.connect(db) as con:  # the queue's table gone behind its back: not an outage, an error
+        con.execute("ALTER TABLE queues RENAME TO queues_gone")
+    shown = given_back(term, 1)
+    joined = shown.replace("\n", "")  # the line wraps at the terminal's width
+    assert joined.count("queuectl: error:") == 1 and "queues" in joined.split("queuectl: error:")[1], shown
