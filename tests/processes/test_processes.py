@@ -29,7 +29,7 @@ from conftest import QUEUECTL, WorkerProcs, enqueue, queuectl, wait_for
 from conftest import configure as set_config
 from queuectl.models import JobState
 from queuectl.store import is_uri
-from support.storeops import claim
+from support.worker_steps import claim
 from support.procstat import gone, live_members
 
 

@@ -13,8 +13,7 @@ import pytest
 from conftest import QUEUECTL, assert_error, snapshot
 from queuectl.models import JobState
 from queuectl.store import Exchange, Running, open_store
-from support.storeops import claim, finish
-from unit.test_store import NOW, add, bad, ok, register
+from support.worker_steps import NOW, add, bad, claim, finish, ok, register
 
 
 @pytest.fixture

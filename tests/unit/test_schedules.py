@@ -21,8 +21,7 @@ from queuectl.jobspec import parse_template
 from queuectl.models import JobState
 from queuectl.recurrence import local_zone, parse_rule, slot_id
 from queuectl.store import open_store
-from support.storeops import claim, finish
-from unit.test_store import ok, register
+from support.worker_steps import claim, finish, ok, register
 
 BERLIN = ZoneInfo("Europe/Berlin")
 #: 2026-12-02T10:00:00Z, a whole hour: the tests' store clock starts here.
@@ -255,7 +254,7 @@ def test_overlap_skip_counts_a_slot_whose_previous_run_has_not_ended(store):
 
 
 def test_a_template_key_is_the_overlap_key_shared_with_jobs_enqueued_by_hand(store):
-    from unit.test_store import add as add_job
+    from support.worker_steps import add as add_job
 
     add_job(store, id="manual", key="backup")
     add(store, name="nightly", every="1m", key="backup")
@@ -295,7 +294,7 @@ def test_add_refuses_a_name_taken_and_replace_keeps_its_history(store):
 
 
 def test_a_slot_whose_job_exists_already_adds_nothing(store):
-    from unit.test_store import add as add_job
+    from support.worker_steps import add as add_job
 
     add_job(store, id=slot_id("tick", T0 + 1), command="echo by hand")
     add(store, every="1s", overlap="allow")

@@ -21,8 +21,7 @@ from queuectl.api.following import follow
 from queuectl.api.outage import LIMIT, RETRY, Patience, limit_from_environment
 from queuectl.store import Outcome
 from queuectl.api.waiting import wait_for_end
-from support.storeops import finish
-from unit.test_store import NOW, add, ok
+from support.worker_steps import NOW, add, finish, ok
 from unit.test_wait import ended
 
 

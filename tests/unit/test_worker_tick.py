@@ -19,7 +19,7 @@ from queuectl.errors import DatabaseUnavailable
 from queuectl.models import JobState
 from queuectl.store import SqliteStore
 from queuectl.worker import HOLD, PREFETCH_PER_SLOT, RECORD_WITHIN, Worker
-from unit.test_store import add
+from support.worker_steps import add
 from unit.test_worker import Clock, Notifier
 
 
