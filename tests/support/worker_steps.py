@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from queuectl.clock import instant
-from queuectl.jobspec import parse_job
+from queuectl.jobspec import NewJob, parse_job
 from queuectl.models import Job, JobState
 from queuectl.store import Exchange, Outcome, Running
 
@@ -22,10 +22,14 @@ from queuectl.store import Exchange, Outcome, Running
 NOW = 1_000_000.0
 
 
+def new_job(now=NOW, **fields) -> NewJob:
+    """A job of `fields` (the enqueue JSON's; command "true" unless given) as it is enqueued at `now`."""
+    return parse_job(json.dumps({"command": "true", **fields}), instant(now).wall)
+
+
 def add(store, now=NOW, **fields) -> str:
     """Enqueue one job of `fields` (the enqueue JSON's; command "true" unless given) at `now`; return its id."""
-    fields.setdefault("command", "true")
-    job = parse_job(json.dumps(fields), instant(now).wall)
+    job = new_job(now, **fields)
     store.enqueue([job], now)
     return job.id
 
