@@ -174,7 +174,7 @@ def test_wait_for_end_goes_on_through_an_outage(store):
 
 
 def test_the_follower_keeps_its_place_through_an_outage(store):
-    from unit.test_follow import record, started
+    from unit.conformance.test_output import record, started
 
     add(store, id="a")
     w = started(store)
