@@ -98,3 +98,14 @@ def test_a_dead_or_cancelled_job_frees_its_key_and_is_not_retried_while_another_
     store.cancel(["second"], NOW)
     store.retry(["first"], NOW)
     assert store.get_job("first").state == JobState.PENDING
+
+
+def test_held_keys_are_those_of_jobs_not_ended_by_key_with_how_many_in_all(store):
+    store.enqueue([keyed("b", "y"), keyed("a", "x"), keyed("c", "z"), keyed("d", "w")], NOW)
+    w = register(store)
+    assert [j.id for j in claim(store, w, [], 1, NOW)] == ["b"]
+    store.cancel(["c"], NOW)  # ended: its key is free
+    claim(store, w, [], 1, NOW)
+    finish(store, w, [ok("a")], NOW)  # ended too
+    assert store.held_keys() == ([("w", "d", JobState.PENDING), ("y", "b", JobState.PROCESSING)], 2)
+    assert store.held_keys(limit=1) == ([("w", "d", JobState.PENDING)], 2)

@@ -8,7 +8,7 @@ from queuectl.errors import Conflict, InvalidInput, NotFound
 from queuectl.models import JobState
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue
 
-A = "boot-a"
+A = "boot-a"  # a clock domain: the monotonic clock of one boot (queuectl.clock)
 
 
 def test_dlq_retry_is_all_or_nothing(store):

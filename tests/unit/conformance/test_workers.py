@@ -131,3 +131,11 @@ def test_one_retention_lease_holder_at_a_time(store):
     assert store.take_lease("retention", b, NOW + 91, 60)  # expired: taken over
     store.deregister(b)
     assert store.take_lease("retention", a, NOW + 92, 60)  # its holder is gone
+
+
+def test_a_worker_that_drains_says_since_when(store):
+    w = register(store)
+    assert store.worker_by_name("w1").draining_since is None
+    store.mark_draining(w, NOW + 1)
+    store.mark_draining(w, NOW + 2)  # a second stop request: it drains since the first
+    assert [(i.name, i.draining_since) for i in store.workers()] == [("w1", NOW + 1)]
