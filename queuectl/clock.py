@@ -8,17 +8,14 @@ worker would find every other one stale). Monotonic readings compare only within
 clock domain: one kernel boot, named by its boot id (clock_domain).
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 #: Seconds by which two wall-clock readings may disagree before queuectl takes it for a step.
 STEP_TOLERANCE = 1.0
 
 
-@dataclass(frozen=True)
-class Instant:
+class Instant(NamedTuple):
     """One moment on both clocks: `wall` in Unix seconds, `mono` in CLOCK_MONOTONIC seconds of `domain`.
 
     `mono` and `domain` are None when only the wall clock was read (a caller that passes

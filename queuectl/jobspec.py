@@ -1,14 +1,12 @@
 """Validate job specifications given to `queuectl enqueue` (JSON objects) into new-job records."""
 
-from __future__ import annotations
-
 import json
 import math
 import os
 import re
 import sys
-from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from queuectl.errors import InvalidInput
 
@@ -26,8 +24,7 @@ _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _PLAIN_NAME = re.compile(r"[\w.-]+")
 
 
-@dataclass(frozen=True)
-class NewJob:
+class NewJob(NamedTuple):
     """A validated job ready to insert. `run_at` is Unix seconds, `timeout` seconds or None.
 
     `delay` is the relative wait (seconds) that set run_at: the job's `delay`, or 0 when it

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import time
 from functools import lru_cache
 
@@ -190,7 +189,9 @@ def kill_and_wait(pgid: int, wait: float = 2.0) -> bool:
     meet the old copy still holding its files and locks. A zombie has released them.
     Raises PermissionError if the group belongs to another user.
     """
-    signal_group(pgid, signal.SIGKILL)
+    from signal import SIGKILL  # here: the module's enums cost every command's start-up (procs is on enqueue's path)
+
+    signal_group(pgid, SIGKILL)
     deadline = time.monotonic() + wait
     while any(state != b"Z" for state in _group_member_states(pgid)):
         if time.monotonic() >= deadline:

@@ -1,17 +1,13 @@
 """Queue settings kept in the database (`queuectl config`): their names, types, defaults and ranges."""
 
-from __future__ import annotations
-
 import math
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from queuectl.errors import InvalidInput
 from queuectl.jobspec import MAX_RETRIES
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
     """One setting: `parse` turns user text into a typed value or raises InvalidInput."""
 
     key: str

@@ -11,11 +11,13 @@ in another network namespace).
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-# The C module under `socket`: `queuectl enqueue` only sends one datagram, and importing the
-# socket wrapper (with its enum and selectors set-up) costs it a measurable share of its start-up.
-import _socket as socket
+# Sockets come from `_socket`, the C module under `socket`, imported where one is made: `queuectl enqueue`
+# sends at most a datagram per local worker (none when none runs), and the `socket` wrapper's enums and
+# selectors set-up would cost it a measurable share of its start-up.
+if TYPE_CHECKING:
+    import _socket
 
 
 def address(pid: int) -> bytes:
@@ -23,9 +25,11 @@ def address(pid: int) -> bytes:
     return b"\0queuectl-worker-%d" % pid
 
 
-def listen(pid: int) -> "socket.socket | None":
+def listen(pid: int) -> "_socket.socket | None":
     """Bind this worker's wake-up socket (non-blocking); None if the name is taken or unsupported."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    import _socket
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
     try:
         sock.bind(address(pid))
     except OSError:
@@ -50,8 +54,13 @@ def wake_local_workers(store) -> None:
 
 def poke(pids: Iterable[int]) -> int:
     """Send a wake-up to each pid's worker socket; return how many were delivered. Never raises."""
+    pids = list(pids)
+    if not pids:
+        return 0
+    import _socket
+
     delivered = 0
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
     try:
         sock.setblocking(False)
         for pid in pids:

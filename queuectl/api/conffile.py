@@ -14,26 +14,23 @@ default of a setting; a value stored with `queuectl config set` still wins over 
 QUEUECTL_CONFIG names another file, which must exist (empty: none).
 """
 
-from __future__ import annotations
-
 import os
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
 
 from queuectl.errors import InvalidConfig, InvalidInput
 
 DEFAULT_PATH = "/etc/queuectl/queuectl.conf"
 
 
-@dataclass(frozen=True)
-class SiteConfig:
+class SiteConfig(NamedTuple):
     """What the file says: `db` and `worker-db` (a path, a PostgreSQL URI, or None) and typed setting
     `defaults` by canonical key."""
 
     path: str | None = None
     db: str | None = None
     worker_db: str | None = None
-    defaults: dict[str, Any] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = MappingProxyType({})
 
 
 def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:

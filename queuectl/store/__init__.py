@@ -6,15 +6,32 @@ Everything else imports from here: `from queuectl.store import open_store, Outco
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from queuectl.dburi import is_uri, near_miss
 from queuectl.errors import InvalidInput
-from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchange, Exchanged, FollowedOutput,
-                                 JobProcess, LiveOutput, Outcome, Running, UnknownDependency, WorkerGone)
-from queuectl.store.interface import CommandStore, Store, WorkerStore
+from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchanged, FollowedOutput, JobProcess,
+                                 UnknownDependency, WorkerGone)
 from queuectl.store.sql import SqlStore
 from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, default_db_path
+
+if TYPE_CHECKING:
+    from queuectl.store.interface import CommandStore, Store, WorkerStore
+    from queuectl.store.request import Exchange, LiveOutput, Outcome, Running
+
+#: Names imported when first asked for (PEP 562), by the module that holds them: the interface's classes,
+#: which document and type the store, and a worker's side of the exchange; no command needs them to run,
+#: so its start-up does not pay for them.
+_LATER = {"CommandStore": "interface", "WorkerStore": "interface", "Store": "interface",
+          "Exchange": "request", "LiveOutput": "request", "Outcome": "request", "Running": "request"}
+
+
+def __getattr__(name: str):
+    if name in _LATER:
+        import importlib
+
+        return getattr(importlib.import_module(f"queuectl.store.{_LATER[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,

@@ -7,16 +7,19 @@ fragments (queuectl.store.postgres)."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from queuectl.clock import Instant, instant
 from queuectl.models import Job, JobState
 from queuectl.store import fragments
-from queuectl.store.base import Exchange, Exchanged, LiveOutput, Outcome, WorkerGone, after_failure
+from queuectl.store.base import Exchanged, WorkerGone, after_failure
 from queuectl.store.core import DUE, OUTPUT_BEFORE, OWNED, RELEASED, RESCHEDULE, SqlCore, claimed_jobs, due_params, queue_filter
 from queuectl.store.limits import limits_for_claim
 from queuectl.store.settings import read_settings
 from queuectl.store.timing import placeholders
+
+if TYPE_CHECKING:
+    from queuectl.store.request import Exchange, LiveOutput, Outcome
 
 #: A running job's start and process group recorded (parameters: fragments.running_set's, job id, worker id).
 _RUNNING = placeholders(f"UPDATE jobs SET {fragments.running_set()} {OWNED}")[0]

@@ -16,7 +16,8 @@ from typing import Any, Protocol, Sequence
 from queuectl.clock import Instant
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, QueueLimit, Schedule, WorkerInfo
-from queuectl.store.base import CancelResult, Enqueued, Exchange, Exchanged, FollowedOutput, JobProcess
+from queuectl.store.base import CancelResult, Enqueued, Exchanged, FollowedOutput, JobProcess
+from queuectl.store.request import Exchange
 
 
 class Shared(Protocol):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Sequence
 
 from queuectl.clock import Instant, instant
@@ -144,7 +143,7 @@ class JobStore(SqlCore):
                         "SELECT d.seq, p.id FROM job_deps d JOIN jobs p ON p.seq = d.after_seq"
                         f" WHERE d.seq IN ({', '.join('?' * len(chunk))}) ORDER BY p.seq", chunk):
                     after.setdefault(r[0], []).append(r[1])
-        return [dataclasses.replace(j, after=tuple(after[j.seq])) if j.seq in after else j for j in jobs]
+        return [j._replace(after=tuple(after[j.seq])) if j.seq in after else j for j in jobs]
 
     def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, Job]:
         """Return the jobs of `job_ids` that exist, by id (without output); 500 ids per query."""

@@ -18,23 +18,21 @@ template's own `key`), so that a slot whose previous run still holds it adds not
 slot is skipped and counted. With "allow" runs take no key.
 """
 
-from __future__ import annotations
-
 import json
-from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 from queuectl.clock import Instant, instant
 from queuectl.errors import Conflict, InvalidInput
 from queuectl.jobspec import validate_job
 from queuectl.models import Schedule
-from queuectl.recurrence import Rule, slot_id
 from queuectl.store.shared_schema import KEY_HELD
 from queuectl.store.core import SqlCore
 from queuectl.store.jobs import insert_run
 
-@dataclass(frozen=True)
-class Fired:
+if TYPE_CHECKING:
+    from queuectl.recurrence import Rule
+
+class Fired(NamedTuple):
     """What firing one slot of schedule `schedule` did: `outcome` "added" (job `job_id` was enqueued),
     "skipped" (the previous run `holder` has not ended: overlap skip), "exists" (job `job_id` exists
     already: the slot was fired before) or "invalid" (the stored template is not valid: `holder` says
@@ -49,6 +47,14 @@ class Fired:
     missed: tuple[float, float] | None = None
 
 
+def _rule(row) -> "Rule":
+    """The recurrence rule of a row of the schedules table. queuectl.recurrence (zoneinfo, croniter) is
+    imported here, when a schedule is read, so that the start-up of other commands does not pay for it."""
+    from queuectl.recurrence import Rule
+
+    return Rule(row["kind"], row["expr"], row["zone"])
+
+
 def schedule_key(name: str, template: dict, overlap: str) -> str | None:
     """The key a run of schedule `name` takes: the template's, else `schedule:NAME`; none with overlap allow."""
     if overlap == "allow":
@@ -59,7 +65,7 @@ def schedule_key(name: str, template: dict, overlap: str) -> str | None:
 class ScheduleStore(SqlCore):
     """SqlStore's schedule operations (see the module)."""
 
-    def add_schedule(self, name: str, rule: Rule, template: dict, overlap: str, now: Instant | float,
+    def add_schedule(self, name: str, rule: "Rule", template: dict, overlap: str, now: Instant | float,
                      replace: bool = False) -> Schedule:
         """Add schedule `name`, or with `replace` replace its rule, template and overlap (its pause, last run
         and skipped count stay); return it. Its next slot is the first after `now`, on the store's clock.
@@ -118,7 +124,7 @@ class ScheduleStore(SqlCore):
                     c.execute("UPDATE schedules SET paused_at = ? WHERE name = ?", (now.wall, name))
                     out.append(True)
                 else:
-                    next_at = Rule(row["kind"], row["expr"], row["zone"]).next_after(now.wall)
+                    next_at = _rule(row).next_after(now.wall)
                     c.execute("UPDATE schedules SET paused_at = NULL, next_at = ? WHERE name = ?", (next_at, name))
                     out.append(True)
         return out
@@ -147,7 +153,9 @@ class ScheduleStore(SqlCore):
 
     def _fire(self, c, row, now: Instant) -> Fired:
         """Fire schedule `row`'s last due slot (standing for any missed before it), and move its next_at on."""
-        rule, name = Rule(row["kind"], row["expr"], row["zone"]), row["name"]
+        from queuectl.recurrence import slot_id
+
+        rule, name = _rule(row), row["name"]
         template = json.loads(row["template"])
         key = schedule_key(name, template, row["overlap"])
         slot = rule.last_until(now.wall)  # at or after next_at, which is due

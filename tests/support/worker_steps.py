@@ -10,7 +10,6 @@ enqueue through `CommandStore.enqueue` (`add`): no connection, no SQL. A test of
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Sequence
 
 from queuectl.clock import instant
@@ -57,7 +56,7 @@ def claim(store, worker_id: int, queues: Sequence[str], limit: int, now) -> list
     _, jobs, _ = store.exchange(worker_id, Exchange(claim=limit), queues, now)
     if jobs:
         start(store, worker_id, [j.id for j in jobs], now)
-    return [replace(j, attempts=j.attempts + 1) for j in jobs]
+    return [j._replace(attempts=j.attempts + 1) for j in jobs]
 
 
 def start(store, worker_id: int, job_ids: Sequence[str], now) -> None:

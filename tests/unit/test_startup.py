@@ -14,7 +14,11 @@ NOT_FOR_ENQUEUE = {"queuectl.worker", "queuectl.runner", "queuectl.notify", "psy
                    "queuectl.api.snapshot", "queuectl.api.metrics", "queuectl.cli.worker", "queuectl.cli.ops",
                    "queuectl.cli.jobs", "queuectl.cli.status", "queuectl.api.waiting", "queuectl.api.following",
                    "queuectl.cli.dlq", "queuectl.cli.schedules", "queuectl.cli.limits", "queuectl.cli.config",
-                   "queuectl.control", "queuectl.units", "configparser", "subprocess", "socket"}
+                   "queuectl.control", "queuectl.units", "configparser", "subprocess", "socket",
+                   # what only schedules, workers and type checks need, and what commands' records avoid
+                   # (NamedTuples, not dataclasses: see queuectl.models)
+                   "queuectl.recurrence", "zoneinfo", "croniter", "queuectl.store.interface",
+                   "queuectl.store.request", "dataclasses", "signal", "grp", "_socket"}
 
 
 def imported_by(*args: str, env: dict | None = None) -> set[str]:

@@ -15,7 +15,8 @@ from queuectl.clock import Instant, instant
 from queuectl.errors import DatabaseError
 from queuectl.models import JobState
 from queuectl.store import fragments
-from queuectl.store.base import Exchange, Exchanged, WorkerGone
+from queuectl.store.base import Exchanged, WorkerGone
+from queuectl.store.request import Exchange
 from queuectl.store.core import JOB_COLUMNS, RELEASED, claimed_jobs
 from queuectl.store.limits import LIMITED, RATE_SLACK
 from queuectl.store.postgres.schema import CHANNEL, SCHEMA

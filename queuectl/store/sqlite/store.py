@@ -8,7 +8,6 @@ locks; WAL lets readers go on meanwhile.
 
 from __future__ import annotations
 
-import grp
 import os
 import sqlite3
 import time
@@ -228,6 +227,8 @@ def _group_hint(path: str) -> str:
         st = os.stat(path)
         if not st.st_mode & 0o020:
             return ""
+        import grp  # here: only a message needs it
+
         return f" (members of group {grp.getgrgid(st.st_gid).gr_name} may use it)"
     except (OSError, KeyError):
         return ""
