@@ -19,14 +19,15 @@ from datetime import datetime
 import click
 import pytest
 
-from conftest import SQLITE_ONLY, assert_error, json_error_position, raw_sql, snapshot
+from conftest import SQLITE_ONLY, assert_error, json_error_position, snapshot
+from support.backdoor import behind_queuectls_back
 from queuectl.cli import cli as cli_group
 
 from queuectl.cli import cli
 from queuectl.jobspec import FIELDS, MAX_COMMAND_BYTES
 from queuectl.settings import SETTINGS
 from queuectl.store import Outcome, is_uri, open_store
-from support.storeops import claim, finish
+from support.worker_steps import claim, finish
 
 DEFAULTS = {
     "max-retries": 3,
@@ -656,8 +657,9 @@ def test_config_rule_checks_the_stored_partner(run_cli, db):
 
 
 def _store_raw_config(db, key, value):
-    raw_sql(db, "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value))
+    behind_queuectls_back(
+        db, "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value))
 
 
 @pytest.mark.parametrize("key, value, fragment", [
@@ -669,7 +671,7 @@ def _store_raw_config(db, key, value):
 ])
 def test_stored_config_made_invalid_by_hand(run_cli, db, seeded, key, value, fragment):
     if key == "max-retries":
-        assert raw_sql(db, "UPDATE config SET value = ? WHERE key = 'max-retries'", (value,)) == 1
+        assert behind_queuectls_back(db, "UPDATE config SET value = ? WHERE key = 'max-retries'", (value,)) == 1
     else:
         _store_raw_config(db, key, value)
     broken = snapshot(db)

@@ -10,8 +10,7 @@ import time
 import pytest
 
 from conftest import assert_error, configure
-from support.storeops import claim, finish
-from unit.test_store import NOW, add, bad, ok, register
+from support.worker_steps import NOW, add, bad, claim, finish, ok, register
 
 
 @pytest.fixture
