@@ -8,7 +8,7 @@ import pytest
 
 from queuectl.store import Exchange, Outcome
 from unit.test_cli import _parse_metrics
-from unit.test_history import add, register
+from support.worker_steps import add, register
 from conftest import assert_error
 
 

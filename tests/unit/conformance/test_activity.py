@@ -1,39 +1,20 @@
-"""Activity history (queuectl.store.activity, queuectl.api.history) on SQLite and PostgreSQL: every path of a
+"""Activity history (queuectl.store.activity, read through queuectl.api.history) on SQLite and PostgreSQL: every path of a
 job's change counted once, exactly, also when an exchange is sent again; the wait and run buckets and their
 percentiles; retention by keep-history with totals that never go down; an existing database upgraded."""
-
-import json
 
 import pytest
 
 from queuectl.api.history import HistoryRow, history, quantile, rates
 from queuectl.errors import InvalidInput
-from queuectl.jobspec import parse_job
 from queuectl.models import JobState
 from queuectl.store import Exchange, Outcome, Running, open_store
 from queuectl.store.activity import BOUNDS
 from queuectl.worker.duties.retention import Retention
+from support.worker_steps import add, register
 
-#: A minute's start (Unix seconds): the tests' times stay within it unless they say otherwise.
+#: A minute's start (Unix seconds, just after support.worker_steps.NOW): the tests' times stay within it unless
+#: they say otherwise.
 T0 = 1_000_020.0
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
-
-
-def add(store, now=T0, **fields) -> str:
-    fields.setdefault("command", "true")
-    job = parse_job(json.dumps(fields), now)
-    store.enqueue([job], now)
-    return job.id
-
-
-def register(store, name="w1", now=T0, queues=()) -> int:
-    info = {"name": name, "host": "testhost", "boot_id": "b", "pid": 1, "pid_start": 1, "slots": 8,
-            "queues": list(queues), "unit": None}
-    return store.register_worker(info, now)[0]
 
 
 def counts(row) -> tuple:
@@ -48,12 +29,12 @@ def one_minute(store) -> HistoryRow:
 
 def test_every_path_of_a_change_counts_once_exactly(store):
     for job_id in ("ok1", "ok2", "cancel-run", "released"):
-        add(store, id=job_id)
-    add(store, id="retry", max_retries=1)
-    add(store, id="parent", max_retries=0)
-    add(store, id="child", after=["parent"])
-    add(store, id="pending")
-    add(store, id="lost", queue="other")
+        add(store, T0, id=job_id)
+    add(store, T0, id="retry", max_retries=1)
+    add(store, T0, id="parent", max_retries=0)
+    add(store, T0, id="child", after=["parent"])
+    add(store, T0, id="pending")
+    add(store, T0, id="lost", queue="other")
     w, w2 = register(store), register(store, "w2", queues=["other"])
     claimed = store.exchange(w2, Exchange(claim=1, running=[]), ["other"], T0 + 1).jobs
     store.exchange(w2, Exchange(running=[Running("lost", T0 + 2)]), ["other"], T0 + 2)
@@ -92,8 +73,8 @@ def test_every_path_of_a_change_counts_once_exactly(store):
 
 
 def test_the_hot_path_sent_again_counts_once(store):
-    add(store, id="a")
-    add(store, id="b")
+    add(store, T0, id="a")
+    add(store, T0, id="b")
     w = register(store)
     store.exchange(w, Exchange(claim=2), [], T0)
     for _ in range(2):  # a start with its end, all successes: PostgreSQL's one-statement exchange
@@ -105,7 +86,7 @@ def test_the_hot_path_sent_again_counts_once(store):
 
 
 def test_a_start_counts_in_the_minute_the_store_recorded_it_and_the_end_in_its_own(store):
-    add(store, id="a")
+    add(store, T0, id="a")
     w = register(store)
     store.exchange(w, Exchange(claim=1), [], T0)
     store.exchange(w, Exchange(running=[Running("a", T0 + 1)]), [], T0 + 1)
@@ -122,7 +103,7 @@ def test_a_start_counts_in_the_minute_the_store_recorded_it_and_the_end_in_its_o
 def test_percentiles_fall_in_the_bucket_of_the_truth(store, runs, bucket):
     w = register(store)
     for i, seconds in enumerate(runs):
-        add(store, id=f"j{i}")
+        add(store, T0, id=f"j{i}")
     store.exchange(w, Exchange(claim=len(runs)), [], T0)
     store.exchange(w, Exchange(ended=[Outcome(f"j{i}", True, 0, None, started_at=T0, ended_at=T0 + s)
                                       for i, s in enumerate(runs)]), [], T0 + 5000)
@@ -142,12 +123,12 @@ def test_quantile_interpolates_as_prometheus_does():
 def test_rates_are_jobs_per_minute_of_the_last_minutes(store):
     w = register(store)
     for minute in range(15):  # one job completed each minute before T0 + 900, two failed in the last
-        add(store, id=f"ok{minute}", now=T0 + 60 * minute)
+        add(store, T0 + 60 * minute, id=f"ok{minute}")
         store.exchange(w, Exchange(claim=1), [], T0 + 60 * minute)
         store.exchange(w, Exchange(ended=[Outcome(f"ok{minute}", True, 0, None, started_at=T0 + 60 * minute)]), [],
                        T0 + 60 * minute + 1)
     for i in range(2):
-        add(store, id=f"bad{i}", now=T0 + 840, max_retries=5)
+        add(store, T0 + 840, id=f"bad{i}", max_retries=5)
     store.exchange(w, Exchange(claim=2), [], T0 + 840)
     store.exchange(w, Exchange(ended=[Outcome(f"bad{i}", False, 1, "exit code 1", started_at=T0 + 840)
                                       for i in range(2)]), [], T0 + 841)
@@ -161,7 +142,7 @@ def test_rates_are_jobs_per_minute_of_the_last_minutes(store):
 def test_keep_history_bounds_the_rows_and_the_totals_never_go_down(store):
     w = register(store)
     for minute in range(30):
-        add(store, id=f"j{minute}", now=T0 + 60 * minute)
+        add(store, T0 + 60 * minute, id=f"j{minute}")
         store.exchange(w, Exchange(claim=1), [], T0 + 60 * minute)
         store.exchange(w, Exchange(ended=[Outcome(f"j{minute}", True, 0, None, started_at=T0 + 60 * minute,
                                                   ended_at=T0 + 60 * minute + 0.5)]), [], T0 + 60 * minute + 1)
@@ -179,7 +160,7 @@ def test_keep_history_bounds_the_rows_and_the_totals_never_go_down(store):
 
 def test_the_retention_duty_deletes_history_past_keep_history(store):
     w = register(store)
-    add(store, id="a")
+    add(store, T0, id="a")
     store.exchange(w, Exchange(claim=1), [], T0)
     store.exchange(w, Exchange(ended=[Outcome("a", True, 0, None, started_at=T0)]), [], T0 + 1)
     store.maintain(w)
