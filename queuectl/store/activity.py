@@ -15,14 +15,15 @@ the minutes it deletes into the queue's row of minute 0 (RETIRED), so that the s
 which `queuectl metrics` exposes as counters, never go down.
 
 The bounds and the columns are rendered into both engines' schema steps (SQLite 11, PostgreSQL 10): a
-change to them needs a new migration step.
+change to them needs a new migration step. SqlStore's activity, activity_totals and purge_history call read,
+totals and purge here, which they import when first called: `queuectl enqueue` never loads this module.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from queuectl.store.core import SqlCore
+from queuectl.store.base import HISTORY_BATCH
 from queuectl.store.shared_schema import RECOVERED
 
 #: Upper bounds of the wait and run time buckets, seconds (Prometheus's `le`); the last bucket is +Inf.
@@ -36,8 +37,6 @@ RUN = tuple(f"run_{i}" for i in range(len(BOUNDS)))
 SUMMED = (*COUNTS, *WAIT, *RUN, "wait_sum", "run_sum")
 #: The minute of the rows that retention folded its deleted minutes into (one per queue).
 RETIRED = 0
-#: Minutes (rows of one queue) retention deletes per pass, about.
-HISTORY_BATCH = 1000
 
 
 class ActivityRow(NamedTuple):
@@ -162,41 +161,40 @@ def _row(r, minute: float | None = None) -> ActivityRow:
                        float(r["wait_sum"] or 0), float(r["run_sum"] or 0))
 
 
-class ActivityStore(SqlCore):
-    """SqlStore's activity history: its reads and its retention (the triggers record it)."""
+def _read(store, where: str, params: Sequence, group: str) -> list:
+    """The summed rows of `store`'s activity (its ACTIVITY_TABLES) matching `where`, by `group`."""
+    union = " UNION ALL ".join(f"SELECT queue, minute, {', '.join(SUMMED)} FROM {t} WHERE {where}"
+                               for t in store.ACTIVITY_TABLES)
+    with store._errors():
+        return store.c.execute(f"SELECT {group}, {_sums()} FROM ({union}) a GROUP BY {group} ORDER BY {group}",
+                               [*params] * len(store.ACTIVITY_TABLES)).fetchall()
 
-    #: The tables activity is read from (PostgreSQL adds its deltas not yet folded).
-    ACTIVITY_TABLES: tuple[str, ...] = ("activity",)
 
-    def _read_activity(self, where: str, params: Sequence, group: str) -> list:
-        union = " UNION ALL ".join(f"SELECT queue, minute, {', '.join(SUMMED)} FROM {t} WHERE {where}"
-                                   for t in self.ACTIVITY_TABLES)
-        with self._errors():
-            return self.c.execute(f"SELECT {group}, {_sums()} FROM ({union}) a GROUP BY {group} ORDER BY {group}",
-                                  [*params] * len(self.ACTIVITY_TABLES)).fetchall()
+def read(store, since: float, until: float, queue: str | None = None) -> list[ActivityRow]:
+    """Return each queue's activity per minute for the minutes that begin in [since, until) (Unix seconds on the
+    store's clock), oldest first, then by queue; minutes with no activity are absent. `queue`: that queue's
+    alone. (SqlStore.activity.)"""
+    where, params = f"minute >= ? AND minute < ? AND minute > {RETIRED}", [since, until]
+    if queue is not None:
+        where, params = f"{where} AND queue = ?", [*params, queue]
+    return [_row(r) for r in _read(store, where, params, "minute, queue")]
 
-    def activity(self, since: float, until: float, queue: str | None = None) -> list[ActivityRow]:
-        """Return each queue's activity per minute for the minutes that begin in [since, until) (Unix seconds on
-        the store's clock), oldest first, then by queue; minutes with no activity are absent. `queue`: that
-        queue's alone."""
-        where, params = "minute >= ? AND minute < ? AND minute > 0", [since, until]
-        if queue is not None:
-            where, params = f"{where} AND queue = ?", [*params, queue]
-        return [_row(r) for r in self._read_activity(where, params, "minute, queue")]
 
-    def activity_totals(self) -> dict[str, ActivityRow]:
-        """Return {queue: its activity summed since the history began}: retention does not lower it."""
-        return {r["queue"]: _row(r, RETIRED) for r in self._read_activity("true", [], "queue")}
+def totals(store) -> dict[str, ActivityRow]:
+    """Return {queue: its activity summed since the history began}: retention does not lower it.
+    (SqlStore.activity_totals.)"""
+    return {r["queue"]: _row(r, RETIRED) for r in _read(store, "true", [], "queue")}
 
-    def purge_history(self, before: float, limit: int = HISTORY_BATCH) -> int:
-        """Delete about `limit` minutes of history (rows) older than `before` (Unix seconds), oldest first, in one
-        transaction, folding them into their queue's totals (minute RETIRED); return how many rows it deleted."""
-        with self._write() as c:
-            edge = c.execute(f"SELECT minute FROM activity WHERE minute > {RETIRED} AND minute < ?"
-                             " ORDER BY minute LIMIT 1 OFFSET ?", (before, max(limit - 1, 0))).fetchone()
-            upto = before if edge is None else min(float(edge[0]) + 1, before)
-            where = f"minute > {RETIRED} AND minute < ?"
-            c.execute(f"INSERT INTO activity (queue, minute, {', '.join(SUMMED)}) SELECT queue, {RETIRED},"
-                      f" {_sums()} FROM activity WHERE {where} GROUP BY queue"
-                      f"{ADD_ON_CONFLICT}", (upto,))
-            return c.execute(f"DELETE FROM activity WHERE {where}", (upto,)).rowcount
+
+def purge(store, before: float, limit: int = HISTORY_BATCH) -> int:
+    """Delete about `limit` minutes of history (rows) older than `before` (Unix seconds), oldest first, in one
+    transaction, folding them into their queue's totals (minute RETIRED); return how many rows it deleted.
+    (SqlStore.purge_history.)"""
+    with store._write() as c:
+        edge = c.execute(f"SELECT minute FROM activity WHERE minute > {RETIRED} AND minute < ?"
+                         " ORDER BY minute LIMIT 1 OFFSET ?", (before, max(limit - 1, 0))).fetchone()
+        upto = before if edge is None else min(float(edge[0]) + 1, before)
+        where = f"minute > {RETIRED} AND minute < ?"
+        c.execute(f"INSERT INTO activity (queue, minute, {', '.join(SUMMED)}) SELECT queue, {RETIRED},"
+                  f" {_sums()} FROM activity WHERE {where} GROUP BY queue{ADD_ON_CONFLICT}", (upto,))
+        return c.execute(f"DELETE FROM activity WHERE {where}", (upto,)).rowcount
