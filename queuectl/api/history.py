@@ -69,11 +69,14 @@ def history(store, *, queue: str | None = None, since: float = 3600.0, step: flo
 
     `queue`: that queue's alone; `by_queue=False` sums all queues into rows of queue "". A step is aligned on
     the store's clock (a minute or an hour of Unix time); the first is the one `now - since` falls in.
-    `now`: Unix seconds on the store's clock (default: now). Raises InvalidInput for another step or a
-    negative `since`.
+    `now`: Unix seconds on the store's clock (default: now). Raises InvalidInput for another step, a
+    negative `since` or a queue name that is not one.
     """
     from queuectl.errors import InvalidInput
+    from queuectl.jobspec import check_queue
 
+    if queue is not None:
+        check_queue(queue)
     if step not in STEPS:
         raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
     if not math.isfinite(since) or since < 0:

@@ -37,15 +37,17 @@ class Exposition:
         self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
         return self
 
-    def sample(self, value: float, **labels: str) -> None:
-        self.lines.append(f"{self._name}{_labels(**labels)} {_number(value)}")
+    def sample(self, value: float, suffix: str = "", **labels: str) -> None:
+        self.lines.append(f"{self._name}{suffix}{_labels(**labels)} {_number(value)}")
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
 
-def render(snapshot: Snapshot) -> str:
-    """Return `snapshot` (queuectl.api.snapshot.take) as Prometheus text; reads nothing, writes nothing."""
+def render(snapshot: Snapshot, activity: dict | None = None) -> str:
+    """Return `snapshot` (queuectl.api.snapshot.take) and the wait and run time histograms of `activity`
+    ({queue: queuectl.store.activity.ActivityRow summed since the history began}, as store.activity_totals
+    returns; None: none) as Prometheus text; reads nothing, writes nothing."""
     counts, paused, oldest, runs = snapshot.counts, snapshot.paused, snapshot.oldest_ready, snapshot.runs
     queues = sorted({*counts, *paused, *runs})
     out = Exposition()
@@ -98,7 +100,25 @@ def render(snapshot: Snapshot) -> str:
     for q in queues:
         for outcome in RUN_OUTCOMES:
             out.sample(runs.get(q, {}).get(outcome, 0), queue=q, outcome=outcome)
+    if activity is not None:
+        _histograms(out, activity)
     return out.text()
+
+
+def _histograms(out: Exposition, activity: dict) -> None:
+    """The wait and run time histograms, per queue: cumulative `_bucket`s by `le`, `_sum`, `_count`."""
+    from queuectl.store.activity import BOUNDS
+
+    for name, what, field in (("queuectl_job_wait_seconds", "from due to start", "wait"),
+                              ("queuectl_job_run_seconds", "from start to end", "run")):
+        out.family(name, "histogram", f"Seconds jobs took {what}, by queue (kept when retention deletes history).")
+        for q in sorted(activity):
+            row, seen = activity[q], 0
+            for bound, n in zip(BOUNDS, getattr(row, field)):
+                seen += n
+                out.sample(seen, suffix="_bucket", queue=q, le="+Inf" if bound == float("inf") else repr(bound))
+            out.sample(round(getattr(row, f"{field}_sum"), 6), suffix="_sum", queue=q)
+            out.sample(seen, suffix="_count", queue=q)
 
 
 def check_target(path: str) -> str:

@@ -11,13 +11,15 @@ KEYS_SHOWN = 20
 @dataclass(frozen=True)
 class Status:
     """A status report: the snapshot (queuectl.api.snapshot.Snapshot), up to KEYS_SHOWN held keys as
-    (key, job id, JobState) with how many are held in all, and this host's worker units
-    (queuectl.units.show: systemd's properties of each, by Id; empty without systemd)."""
+    (key, job id, JobState) with how many are held in all, this host's worker units
+    (queuectl.units.show: systemd's properties of each, by Id; empty without systemd), and the jobs
+    completed and failed per minute over the last 1, 5 and 15 minutes (queuectl.api.history.rates)."""
 
     snapshot: object
     keys: list
     keys_held: int
     units: list[dict[str, str]]
+    rates: dict
 
     def to_dict(self) -> dict:
         """Return the report as `status --json` prints it."""
@@ -32,6 +34,7 @@ class Status:
                 "schedules": [sch.to_dict() for sch in snap.schedules],
                 "oldest_ready_age": {q: round(a, 3) for q, a in snap.oldest_ready.items()},
                 "retention": snap.retention,
+                "rates": self.rates,
                 "workers": [w.info.to_dict(w.heartbeat_age, w.state) for w in snap.workers],
                 "units": [{"unit": u["Id"], "active_state": u.get("ActiveState"), "sub_state": u.get("SubState"),
                            "n_restarts": int(u.get("NRestarts") or 0), "status_text": u.get("StatusText", ""),
@@ -39,22 +42,24 @@ class Status:
 
 
 def status(store) -> Status:
-    """Read the status report: job counts by queue and state, limits, schedules, held keys, workers and
-    this host's worker units. Raises what the store's reads raise."""
+    """Read the status report: job counts by queue and state, limits, schedules, held keys, workers,
+    this host's worker units and the rates of the last minutes. Raises what the store's reads raise."""
     from queuectl import units
+    from queuectl.api.history import rates
     from queuectl.api.snapshot import take
 
     snap = take(store)
     keys, keys_held = store.held_keys(KEYS_SHOWN)
-    return Status(snap, keys, keys_held, units.show())
+    return Status(snap, keys, keys_held, units.show(), rates(store, snap.now.wall))
 
 
 def metrics(store) -> str:
-    """Return the queue's metrics in the Prometheus text format (queuectl.api.metrics.render)."""
+    """Return the queue's metrics in the Prometheus text format (queuectl.api.metrics.render), with the wait
+    and run time histograms of the activity history."""
     from queuectl.api.metrics import render
     from queuectl.api.snapshot import take
 
-    return render(take(store))
+    return render(take(store), store.activity_totals())
 
 
 def write_metrics(store, path: str) -> str:

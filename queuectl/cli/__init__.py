@@ -38,6 +38,7 @@ COMMANDS = {
     "show": "queuectl.cli.jobs:show",
     "logs": "queuectl.cli.jobs:logs",
     "status": "queuectl.cli.status:status",
+    "history": "queuectl.cli.history:history",
     "wait": "queuectl.cli.jobs:wait",
     "worker": "queuectl.cli.worker:worker",
     "dlq": "queuectl.cli.dlq:dlq",

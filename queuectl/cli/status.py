@@ -48,6 +48,9 @@ def status(app, as_json):
         print_table(["KEY", "JOB", "STATE"], [[k, job_id, state.value] for k, job_id, state in keys])
         if keys_held > len(keys):
             click.echo(f"... and {keys_held - len(keys)} more")
+    click.echo("\nJobs per minute")
+    print_table(["", *report.rates], [[what, *(f"{per[what]:g}" for per in report.rates.values())]
+                                      for what in ("completed", "failed")])
     kept = ", ".join(f"{state} {format_duration(seconds)}" for state, seconds in snap.retention.items())
     click.echo(f"\nRetention: {kept}")
     click.echo(f"\nWorkers ({len(snap.workers)})")

@@ -15,14 +15,15 @@ the minutes it deletes into the queue's row of minute 0 (RETIRED), so that the s
 which `queuectl metrics` exposes as counters, never go down.
 
 The bounds and the columns are rendered into both engines' schema steps (SQLite 11, PostgreSQL 10): a
-change to them needs a new migration step.
+change to them needs a new migration step. SqlStore's activity, activity_totals and purge_history call read,
+totals and purge here, which they import when first called: `queuectl enqueue` never loads this module.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from queuectl.store.core import SqlCore
+from queuectl.store.base import HISTORY_BATCH
 from queuectl.store.shared_schema import RECOVERED
 
 #: Upper bounds of the wait and run time buckets, seconds (Prometheus's `le`); the last bucket is +Inf.
@@ -36,8 +37,6 @@ RUN = tuple(f"run_{i}" for i in range(len(BOUNDS)))
 SUMMED = (*COUNTS, *WAIT, *RUN, "wait_sum", "run_sum")
 #: The minute of the rows that retention folded its deleted minutes into (one per queue).
 RETIRED = 0
-#: Minutes (rows of one queue) retention deletes per pass, about.
-HISTORY_BATCH = 1000
 
 
 class ActivityRow(NamedTuple):
@@ -68,10 +67,24 @@ def table(real: str, integer: str, *, primary_key: bool = True) -> str:
     return ",\n    ".join(cols)
 
 
-def _bucket(x: str) -> str:
-    """The index of the bucket of BOUNDS that value `x` (seconds, SQL; NULL: no sample) falls in, or NULL."""
-    whens = " ".join(f"WHEN {x} <= {b!r} THEN {i}" for i, b in enumerate(BOUNDS[:-1]))
-    return f"CASE WHEN {x} IS NULL THEN NULL {whens} ELSE {len(BOUNDS) - 1} END"
+def _sums(cols: Sequence[str] = SUMMED) -> str:
+    """Each of `cols` summed, under its own name."""
+    return ", ".join(f"sum({c}) AS {c}" for c in cols)
+
+
+def _in_bucket(x: str, i: int) -> str:
+    """1 if value `x` (seconds, SQL; NULL: no sample) falls in bucket `i` of BOUNDS (above the bound before it, at
+    most its own, as Prometheus's `le`), else 0. A negative value falls in the first."""
+    conds = [f"{x} > {BOUNDS[i - 1]!r}"] if i else []
+    if BOUNDS[i] != float("inf"):
+        conds.append(f"{x} <= {BOUNDS[i]!r}")
+    return f"CASE WHEN {' AND '.join(conds)} THEN 1 ELSE 0 END"
+
+
+def _ended(n: str) -> str:
+    """The condition that row `n` is a job that ended: completed, failed (to be retried), dead or cancelled.
+    Equalities, not an IN list: SQLite builds an IN list's lookup table again at each evaluation in a trigger."""
+    return "(" + " OR ".join(f"{n}state = '{s}'" for s in ("completed", "failed", "dead", "cancelled")) + ")"
 
 
 def _transitions(o: str, n: str) -> dict[str, str]:
@@ -89,31 +102,18 @@ def _transitions(o: str, n: str) -> dict[str, str]:
     }
 
 
-def _nonneg(x: str) -> str:
-    return f"CASE WHEN {x} < 0 THEN 0 ELSE {x} END"
-
-
-def record(o: str, n: str, floor_minute: str, source: str, into: str, *, grouped: bool) -> str:
-    """The INSERT ... SELECT of one statement's activity into table `into`, from `source` (a FROM clause, or
-    "" in a row trigger) whose old and new rows are `o` and `n`; `floor_minute` renders the minute of a time
-    ({} the time); `grouped` sums the changed rows by queue and minute (a statement trigger)."""
+def _changes(o: str, n: str, floor_minute: str) -> list[str]:
+    """The values of one job's change from row `o` to row `n` (their aliases and a dot) in the columns queue, minute
+    and SUMMED, as SQL expressions on the two rows alone (no subquery: SQLite's row trigger runs them per job);
+    `floor_minute` renders the minute of a time ({}: the time)."""
     t = _transitions(o, n)
-    ended = (f"{o}state = 'processing' AND {n}state IN ('completed', 'failed', 'dead', 'cancelled')"
-             f" AND {n}started_at IS NOT NULL AND NOT {t['recovered']}")
-    inner = ", ".join([f"{n}queue AS queue", f"{floor_minute.format(f'{n}updated_at')} AS minute",
-                       *(f"CASE WHEN {cond} THEN 1 ELSE 0 END AS {name}" for name, cond in t.items()),
-                       f"CASE WHEN {t['started']} THEN {_nonneg(f'{n}started_at - {n}run_at')} END AS wv",
-                       f"CASE WHEN {ended} THEN {_nonneg(f'{n}finished_at - {n}started_at')} END AS rv"])
-    agg = "sum({})" if grouped else "{}"
-    outer = ", ".join(["queue", "minute", *(agg.format(c) for c in COUNTS),
-                       *(agg.format(f"CASE WHEN w = {i} THEN 1 ELSE 0 END") for i in range(len(BOUNDS))),
-                       *(agg.format(f"CASE WHEN r = {i} THEN 1 ELSE 0 END") for i in range(len(BOUNDS))),
-                       agg.format("coalesce(wv, 0)"), agg.format("coalesce(rv, 0)")])
-    tail = (" GROUP BY queue, minute HAVING " + " + ".join(f"sum({c})" for c in COUNTS) + " > 0") if grouped \
-        else " WHERE true"  # SQLite: an INSERT ... SELECT's ON CONFLICT needs a WHERE before it
-    return (f"INSERT INTO {into} (queue, minute, {', '.join(SUMMED)})"
-            f" SELECT {outer} FROM (SELECT *, {_bucket('wv')} AS w, {_bucket('rv')} AS r"
-            f" FROM (SELECT {inner}{source}) s) b{tail}")
+    ended = f"{o}state = 'processing' AND {_ended(n)} AND {n}started_at IS NOT NULL AND NOT {t['recovered']}"
+    wait = f"CASE WHEN {t['started']} THEN {n}started_at - {n}run_at END"
+    run = f"CASE WHEN {ended} THEN {n}finished_at - {n}started_at END"
+    return [f"{n}queue", floor_minute.format(f"{n}updated_at"),
+            *(f"CASE WHEN {cond} THEN 1 ELSE 0 END" for cond in t.values()),
+            *(_in_bucket(wait, i) for i in range(len(BOUNDS))), *(_in_bucket(run, i) for i in range(len(BOUNDS))),
+            *(f"CASE WHEN {x} > 0 THEN {x} ELSE 0 END" for x in (wait, run))]
 
 
 #: The ON CONFLICT clause that adds a row's sums to the row of its queue and minute.
@@ -122,7 +122,7 @@ ADD_ON_CONFLICT = (" ON CONFLICT (queue, minute) DO UPDATE SET "
 
 #: PostgreSQL's fold of activity_deltas into activity (PostgresStore.maintain), in the rows' order.
 FOLD_DELTAS = (f"WITH d AS (DELETE FROM activity_deltas RETURNING *) INSERT INTO activity (queue, minute, {', '.join(SUMMED)})"
-               f" SELECT queue, minute, {', '.join(f'sum({c})' for c in SUMMED)} FROM d GROUP BY queue, minute"
+               f" SELECT queue, minute, {_sums()} FROM d GROUP BY queue, minute"
                f" ORDER BY queue, minute{ADD_ON_CONFLICT}")
 
 #: What a change of these columns may count (SQLite's trigger names them; any other update counts nothing).
@@ -130,27 +130,27 @@ WATCHED = "state, started_at, end_code"
 
 
 def sqlite_trigger() -> str:
-    """SQLite's row trigger that records a job's change in its minute's row (schema step 11)."""
+    """SQLite's row trigger that adds a job's change to its minute's row (schema step 11)."""
     t = _transitions("OLD.", "NEW.")
+    values = ", ".join(_changes("OLD.", "NEW.", "CAST({} / 60 AS INTEGER) * 60"))
     return (f"CREATE TRIGGER jobs_activity AFTER UPDATE OF {WATCHED} ON jobs\n"
-            f"WHEN ({t['started']}) OR (OLD.state IS NOT NEW.state"
-            " AND NEW.state IN ('completed', 'failed', 'dead', 'cancelled')) BEGIN\n    "
-            + record("OLD.", "NEW.", "CAST({} / 60 AS INTEGER) * 60", "", "activity", grouped=False)
-            + ADD_ON_CONFLICT + ";\nEND;\n")
+            f"WHEN ({t['started']}) OR (OLD.state IS NOT NEW.state AND {_ended('NEW.')}) BEGIN\n"
+            f"    INSERT INTO activity (queue, minute, {', '.join(SUMMED)}) VALUES ({values}){ADD_ON_CONFLICT};\nEND;\n")
 
 
 def postgres_trigger() -> str:
-    """PostgreSQL's statement trigger that appends a statement's activity to activity_deltas (schema step 10)."""
-    body = record("o.", "n.", "(floor({} / 60) * 60)::bigint", " FROM old_rows o JOIN new_rows n ON n.seq = o.seq",
-                  "activity_deltas", grouped=True)
+    """PostgreSQL's statement trigger that appends a statement's activity, summed by queue and minute, to
+    activity_deltas (schema step 10)."""
+    values = ", ".join(f"{x} AS {name}" for x, name in zip(
+        _changes("o.", "n.", "(floor({} / 60) * 60)::bigint"), ("queue", "minute", *SUMMED)))
+    body = (f"INSERT INTO activity_deltas (queue, minute, {', '.join(SUMMED)})"
+            f" SELECT queue, minute, {_sums()} FROM (SELECT {values}"
+            " FROM old_rows o JOIN new_rows n ON n.seq = o.seq) s"
+            " GROUP BY queue, minute HAVING " + " + ".join(f"sum({c})" for c in COUNTS) + " > 0")
     return ("CREATE FUNCTION jobs_activity() RETURNS trigger LANGUAGE plpgsql SET search_path = queuectl AS $$\n"
             f"BEGIN\n    {body};\n    RETURN NULL;\nEND $$;\n"
             "CREATE TRIGGER jobs_activity AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
             " FOR EACH STATEMENT EXECUTE FUNCTION jobs_activity();\n")
-
-
-def _sums(cols: Sequence[str] = SUMMED) -> str:
-    return ", ".join(f"sum({c}) AS {c}" for c in cols)
 
 
 def _row(r, minute: float | None = None) -> ActivityRow:
@@ -161,41 +161,40 @@ def _row(r, minute: float | None = None) -> ActivityRow:
                        float(r["wait_sum"] or 0), float(r["run_sum"] or 0))
 
 
-class ActivityStore(SqlCore):
-    """SqlStore's activity history: its reads and its retention (the triggers record it)."""
+def _read(store, where: str, params: Sequence, group: str) -> list:
+    """The summed rows of `store`'s activity (its ACTIVITY_TABLES) matching `where`, by `group`."""
+    union = " UNION ALL ".join(f"SELECT queue, minute, {', '.join(SUMMED)} FROM {t} WHERE {where}"
+                               for t in store.ACTIVITY_TABLES)
+    with store._errors():
+        return store.c.execute(f"SELECT {group}, {_sums()} FROM ({union}) a GROUP BY {group} ORDER BY {group}",
+                               [*params] * len(store.ACTIVITY_TABLES)).fetchall()
 
-    #: The tables activity is read from (PostgreSQL adds its deltas not yet folded).
-    ACTIVITY_TABLES: tuple[str, ...] = ("activity",)
 
-    def _read_activity(self, where: str, params: Sequence, group: str) -> list:
-        union = " UNION ALL ".join(f"SELECT queue, minute, {', '.join(SUMMED)} FROM {t} WHERE {where}"
-                                   for t in self.ACTIVITY_TABLES)
-        with self._errors():
-            return self.c.execute(f"SELECT {group}, {_sums()} FROM ({union}) a GROUP BY {group} ORDER BY {group}",
-                                  [*params] * len(self.ACTIVITY_TABLES)).fetchall()
+def read(store, since: float, until: float, queue: str | None = None) -> list[ActivityRow]:
+    """Return each queue's activity per minute for the minutes that begin in [since, until) (Unix seconds on the
+    store's clock), oldest first, then by queue; minutes with no activity are absent. `queue`: that queue's
+    alone. (SqlStore.activity.)"""
+    where, params = f"minute >= ? AND minute < ? AND minute > {RETIRED}", [since, until]
+    if queue is not None:
+        where, params = f"{where} AND queue = ?", [*params, queue]
+    return [_row(r) for r in _read(store, where, params, "minute, queue")]
 
-    def activity(self, since: float, until: float, queue: str | None = None) -> list[ActivityRow]:
-        """Return each queue's activity per minute for the minutes that begin in [since, until) (Unix seconds on
-        the store's clock), oldest first, then by queue; minutes with no activity are absent. `queue`: that
-        queue's alone."""
-        where, params = "minute >= ? AND minute < ? AND minute > 0", [since, until]
-        if queue is not None:
-            where, params = f"{where} AND queue = ?", [*params, queue]
-        return [_row(r) for r in self._read_activity(where, params, "minute, queue")]
 
-    def activity_totals(self) -> dict[str, ActivityRow]:
-        """Return {queue: its activity summed since the history began}: retention does not lower it."""
-        return {r["queue"]: _row(r, RETIRED) for r in self._read_activity("true", [], "queue")}
+def totals(store) -> dict[str, ActivityRow]:
+    """Return {queue: its activity summed since the history began}: retention does not lower it.
+    (SqlStore.activity_totals.)"""
+    return {r["queue"]: _row(r, RETIRED) for r in _read(store, "true", [], "queue")}
 
-    def purge_history(self, before: float, limit: int = HISTORY_BATCH) -> int:
-        """Delete about `limit` minutes of history (rows) older than `before` (Unix seconds), oldest first, in one
-        transaction, folding them into their queue's totals (minute RETIRED); return how many rows it deleted."""
-        with self._write() as c:
-            edge = c.execute(f"SELECT minute FROM activity WHERE minute > {RETIRED} AND minute < ?"
-                             " ORDER BY minute LIMIT 1 OFFSET ?", (before, max(limit - 1, 0))).fetchone()
-            upto = before if edge is None else min(float(edge[0]) + 1, before)
-            where = f"minute > {RETIRED} AND minute < ?"
-            c.execute(f"INSERT INTO activity (queue, minute, {', '.join(SUMMED)}) SELECT queue, {RETIRED},"
-                      f" {', '.join(f'sum({c})' for c in SUMMED)} FROM activity WHERE {where} GROUP BY queue"
-                      f"{ADD_ON_CONFLICT}", (upto,))
-            return c.execute(f"DELETE FROM activity WHERE {where}", (upto,)).rowcount
+
+def purge(store, before: float, limit: int = HISTORY_BATCH) -> int:
+    """Delete about `limit` minutes of history (rows) older than `before` (Unix seconds), oldest first, in one
+    transaction, folding them into their queue's totals (minute RETIRED); return how many rows it deleted.
+    (SqlStore.purge_history.)"""
+    with store._write() as c:
+        edge = c.execute(f"SELECT minute FROM activity WHERE minute > {RETIRED} AND minute < ?"
+                         " ORDER BY minute LIMIT 1 OFFSET ?", (before, max(limit - 1, 0))).fetchone()
+        upto = before if edge is None else min(float(edge[0]) + 1, before)
+        where = f"minute > {RETIRED} AND minute < ?"
+        c.execute(f"INSERT INTO activity (queue, minute, {', '.join(SUMMED)}) SELECT queue, {RETIRED},"
+                  f" {_sums()} FROM activity WHERE {where} GROUP BY queue{ADD_ON_CONFLICT}", (upto,))
+        return c.execute(f"DELETE FROM activity WHERE {where}", (upto,)).rowcount

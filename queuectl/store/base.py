@@ -19,6 +19,8 @@ from queuectl.models import JobState
 #: Jobs deleted per retention transaction: short write transactions (River deletes 10,000 with
 #: pauses, Solid Queue 500); each also frees the jobs' output.
 PURGE_BATCH = 1000
+#: Minutes of activity history (rows) deleted per retention transaction, about (queuectl.store.activity.purge).
+HISTORY_BATCH = 1000
 
 
 class WorkerGone(Conflict):

@@ -90,6 +90,8 @@ class SqlCore:
     #: Where the per-(queue, state) job counts and the per-(queue, outcome) run counts are read from.
     COUNTS_FROM = "job_counts"
     RUNS_FROM = "job_runs"
+    #: The tables the activity history is read from (queuectl.store.activity; PostgreSQL adds its deltas).
+    ACTIVITY_TABLES: tuple[str, ...] = ("activity",)
     #: Two byte strings joined, as a byte string ({0} then {1}).
     CONCAT = "({0} || {1})"
 

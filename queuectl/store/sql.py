@@ -17,7 +17,7 @@ SqliteStore (queuectl.store.sqlite) and PostgresStore (queuectl.store.postgres) 
 
 from __future__ import annotations
 
-from queuectl.store.activity import ActivityStore
+from queuectl.store.base import HISTORY_BATCH
 from queuectl.store.core import JOB_COLUMNS, SqlCore, claimed_jobs
 from queuectl.store.exchange import ExchangeStore
 from queuectl.store.jobs import JobStore
@@ -28,9 +28,29 @@ from queuectl.store.settings import SettingsStore
 from queuectl.store.workers import WorkerStore
 
 
-class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStore, LimitStore, SettingsStore,
-               ActivityStore):
+class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStore, LimitStore, SettingsStore):
     """The queue's operations on a SQL database (see the module); subclasses supply the engine (SqlCore)."""
+
+    # Activity history: its module loads when first used, never on `queuectl enqueue`'s path.
+    def activity(self, since: float, until: float, queue: str | None = None) -> list:
+        """Return each queue's activity per minute, minutes beginning in [since, until) (Unix seconds), oldest
+        first (queuectl.store.activity.read)."""
+        from queuectl.store import activity
+
+        return activity.read(self, since, until, queue)
+
+    def activity_totals(self) -> dict:
+        """Return {queue: its activity summed since the history began} (queuectl.store.activity.totals)."""
+        from queuectl.store import activity
+
+        return activity.totals(self)
+
+    def purge_history(self, before: float, limit: int = HISTORY_BATCH) -> int:
+        """Delete about `limit` minutes of history older than `before` (Unix seconds), folding them into each
+        queue's totals; return how many rows it deleted (queuectl.store.activity.purge)."""
+        from queuectl.store import activity
+
+        return activity.purge(self, before, limit)
 
 
 __all__ = ["SqlStore", "SqlCore", "JOB_COLUMNS", "claimed_jobs"]

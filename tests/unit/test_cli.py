@@ -41,6 +41,7 @@ DEFAULTS = {
     "keep-completed": 86400.0,
     "keep-cancelled": 86400.0,
     "keep-dead": 604800.0,
+    "keep-history": 1209600.0,
 }
 STATES = ["pending", "processing", "completed", "failed", "dead", "cancelled", "blocked"]
 
@@ -394,7 +395,8 @@ def test_status_of_empty_database(run_cli):
     assert json_only(run_cli("status", "--json")) == {
         "jobs": dict.fromkeys(STATES, 0), "queues": {}, "keys": [], "keys_held": 0, "paused": {}, "limits": {},
         "schedules": [], "oldest_ready_age": {},
-        "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}, "workers": [], "units": []}
+        "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}, "workers": [], "units": [],
+        "rates": dict.fromkeys(("1m", "5m", "15m"), {"completed": 0.0, "failed": 0.0})}
     text = ok(run_cli("status"))
     assert "Workers (0)" in text and "Queues" not in text
 
@@ -547,7 +549,8 @@ def test_config_defaults(run_cli):
     rows = {line.split()[0]: line.split()[1] for line in lines[1:]}
     assert rows == {"max-retries": "3", "backoff-base": "2", "backoff-max": "3600", "job-timeout": "none",
                     "heartbeat-interval": "5", "stale-after": "30", "poll-interval": "1", "output-limit": "1048576",
-                    "keep-completed": "1d", "keep-cancelled": "1d", "keep-dead": "7d"}
+                    "keep-completed": "1d", "keep-cancelled": "1d", "keep-dead": "7d",
+                    "keep-history": "14d"}
     for key in DEFAULTS:
         assert ok(run_cli("config", "get", key)) == rows[key] + "\n"
 
@@ -711,6 +714,7 @@ def test_every_command_is_covered():
         "", "enqueue", "list", "show", "logs", "status", "worker", "worker start", "worker stop",
         "dlq", "dlq list", "dlq retry", "config", "config set", "config get", "config list",
         "cancel", "retry", "pause", "resume", "purge", "metrics", "wait", "limit", "schedule", "schedule add",
+        "history",
         "schedule list", "schedule rm", "schedule pause", "schedule resume"])
 
 

@@ -1,6 +1,5 @@
 """The SQLite schema and its forward migrations, keyed by PRAGMA user_version."""
 
-from queuectl.store import activity
 from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
                                          RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS)
 
@@ -88,8 +87,31 @@ WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_
 END;
 """
 
+class _Steps(dict):
+    """The migration steps, by version; a step given as a function is rendered when it is read, so that its
+    makings load only when a database needs the step (step 11's from queuectl.store.activity, which
+    `queuectl enqueue` does not import)."""
+
+    def __getitem__(self, step: int) -> str:
+        text = super().__getitem__(step)
+        return text() if callable(text) else text
+
+
+def _activity() -> str:
+    """Step 11: activity history (queuectl.store.activity), per queue and minute, recorded by a trigger as jobs
+    change."""
+    from queuectl.store import activity
+
+    return f"""
+CREATE TABLE activity (
+    {activity.table("REAL", "INTEGER")}
+) WITHOUT ROWID;
+CREATE INDEX activity_minute ON activity (minute);
+""" + activity.sqlite_trigger()
+
+
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
-MIGRATIONS: dict[int, str] = {
+MIGRATIONS: dict[int, str] = _Steps({
     1: """
 CREATE TABLE jobs (
     seq         INTEGER PRIMARY KEY,          -- enqueue order
@@ -293,14 +315,9 @@ END;
 ALTER TABLE jobs ADD COLUMN end_code TEXT;    -- recovered: its last run's worker was lost; NULL: any other end
 DROP TRIGGER jobs_count_runs;
 """ + _COUNT_RUNS.replace("RECOVERED_WHEN", f"NEW.end_code = '{RECOVERED}'"),
-    # Activity history (queuectl.store.activity): per queue and minute, recorded by a trigger as jobs change.
-    11: f"""
-CREATE TABLE activity (
-    {activity.table("REAL", "INTEGER")}
-) WITHOUT ROWID;
-CREATE INDEX activity_minute ON activity (minute);
-""" + activity.sqlite_trigger(),
-}
+    # Activity history: _activity.
+    11: _activity,
+})
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.
 REBUILDS = {4, 7}

@@ -14,7 +14,7 @@ import logging
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
 from queuectl.store import PURGE_BATCH, WorkerStore
-from queuectl.store.activity import HISTORY_BATCH
+from queuectl.store.base import HISTORY_BATCH
 
 log = logging.getLogger("queuectl.worker")
 
