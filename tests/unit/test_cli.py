@@ -714,7 +714,7 @@ def test_every_command_is_covered():
         "", "enqueue", "list", "show", "logs", "status", "worker", "worker start", "worker stop",
         "dlq", "dlq list", "dlq retry", "config", "config set", "config get", "config list",
         "cancel", "retry", "pause", "resume", "purge", "metrics", "wait", "limit", "schedule", "schedule add",
-        "history",
+        "history", "top",
         "schedule list", "schedule rm", "schedule pause", "schedule resume"])
 
 

@@ -15,7 +15,7 @@ from queuectl.store import Outcome
 from queuectl.tui import layout, model
 from queuectl.tui.layout import ASCII, MIN_SIZE, UNICODE, text_of
 from queuectl.tui.source import Source
-from support.storeops import claim, finish
+from support.worker_steps import claim, finish
 
 WORKER = {"name": "w1", "host": "testhost", "boot_id": "boot", "pid": 4242, "pid_start": None,
           "slots": 4, "queues": [], "unit": None}
