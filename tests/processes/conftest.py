@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import signal
 
+from urllib.parse import unquote
+
 import pytest
 
+from conftest import require, require_postgres
 from support.figures import report_figures
+from support.pgbouncer import PgBouncer
 
 
 @pytest.fixture
@@ -47,3 +51,19 @@ def no_command_left_running():
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+
+
+@pytest.fixture(scope="module")
+def bouncer(pg_server):
+    """A PgBouncer in transaction pooling in front of the session's server (tests/support/pgbouncer.py)."""
+    require_postgres()
+    require(PgBouncer.missing(), "pgbouncer")
+    b = PgBouncer(pg_server, pool_mode="transaction", pool_size=2).start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def pooled(pg_uri, bouncer) -> str:
+    """The fresh database of pg_uri, through the pooler."""
+    return bouncer.uri(unquote(pg_uri.rsplit("/", 1)[1]))

@@ -15,27 +15,12 @@ from urllib.parse import unquote
 
 import pytest
 
-from conftest import QUEUECTL, queuectl, require, require_postgres
+from conftest import QUEUECTL, queuectl, require
 from support.pgbouncer import PgBouncer
 from queuectl.store import open_store
 from queuectl.store.postgres.store import qualify
 from queuectl.store.postgres.schema import SCHEMA, TABLES
 
-
-
-@pytest.fixture(scope="module")
-def bouncer(pg_server):
-    require_postgres()
-    require(PgBouncer.missing(), "pgbouncer")
-    b = PgBouncer(pg_server, pool_mode="transaction", pool_size=2).start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture
-def pooled(pg_uri, bouncer) -> str:
-    """The fresh database of pg_uri, through the pooler."""
-    return bouncer.uri(unquote(pg_uri.rsplit("/", 1)[1]))
 
 
 def tables_by_schema(pg_server, db_uri: str) -> dict[str, set[str]]:

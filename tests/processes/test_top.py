@@ -222,3 +222,16 @@ def test_an_error_ends_the_view_with_one_line_and_exit_1_the_terminal_given_back
     shown = given_back(term, 1)
     joined = shown.replace("\n", "")  # the line wraps at the terminal's width
     assert joined.count("queuectl: error:") == 1 and "queues" in joined.split("queuectl: error:")[1], shown
+
+
+def test_top_works_through_pgbouncer_in_transaction_pooling(term, pooled):
+    from conftest import Cli
+
+    add(Cli(pooled), id="j1", command="true")
+    start_top(term, pooled)
+    term.wait_for("pending 1  processing 0")
+    term.keys("p")
+    term.wait_for("paused queue default")
+    with open_store(pooled) as store:
+        assert "default" in store.paused_queues()
+    quit_top(term)
