@@ -90,10 +90,10 @@ class Database:
         elif not self.db and self.site().worker_db:
             self.db, self.db_source = self.site().worker_db, CONFIG
 
-    def store(self, durable: bool = True, session: bool = False):
+    def store(self, durable: bool = True, session: bool = False, read_only: bool = False):
         """Open the database (creating it, and the default directory, on first use) and return its store.
 
-        `durable` and `session`: see queuectl.store.open_store. Raises InvalidInput, or InvalidConfig
+        `durable`, `session` and `read_only`: see queuectl.store.open_store. Raises InvalidInput, or InvalidConfig
         for a database named by the environment or the configuration file; PermissionDenied and
         DatabaseError (DatabaseUnavailable among them) as the store raises them.
         """
@@ -106,7 +106,7 @@ class Database:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
                 self._store = open_store(path, durable=durable, defaults=self.site().defaults, session=session,
-                                         after_commit=wake_local_workers)
+                                         after_commit=wake_local_workers, read_only=read_only)
             except PermissionDenied:
                 raise
             except InvalidInput as e:

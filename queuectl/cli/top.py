@@ -35,7 +35,7 @@ def top(app, interval, read_only):
     import locale
     import sys
 
-    from queuectl.errors import InvalidInput, QueuectlError
+    from queuectl.errors import InvalidInput, PermissionDenied, QueuectlError
     from queuectl.tui import app as screen
     from queuectl.tui.model import View
     from queuectl.tui.source import Source
@@ -43,7 +43,13 @@ def top(app, interval, read_only):
     if not sys.stdout.isatty() or not sys.stdin.isatty():
         raise InvalidInput("top draws on a terminal and this is none (stdin or stdout is not a tty);"
                            " for a report use 'queuectl status'")
-    source = Source(app.store())
+    try:
+        store = app.store()
+    except PermissionDenied:  # SQLite: a file this user may read and not write still gets the view, read-only
+        if app.is_postgres:
+            raise
+        store = app.store(read_only=True)
+    source = Source(store)
     why = None if read_only else source.can_write()
     view = View(interval, read_only or why is not None, why or "")
     first = source.read()

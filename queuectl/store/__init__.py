@@ -35,7 +35,8 @@ def __getattr__(name: str):
 
 
 def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,
-               session: bool = False, after_commit: Callable[[Store], None] | None = None) -> Store:
+               session: bool = False, after_commit: Callable[[Store], None] | None = None,
+               read_only: bool = False) -> Store:
     """Open the queue at `target`: a PostgreSQL URI (postgresql://, postgres://) or a SQLite file path.
 
     `session`: the caller is a worker, which keeps session state on PostgreSQL (LISTEN, prepared
@@ -45,6 +46,9 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     `after_commit(store)`: called after each commit that may have made jobs ready or requested cancels,
     so that the caller wakes the workers (queuectl.wake.wake_local_workers); the store itself knows no
     processes. SQLite only: PostgreSQL NOTIFYs its workers inside the transaction, and ignores it.
+
+    `read_only`: SQLite only: open an existing file that this user may read and not write (a viewer such as
+    `queuectl top`); a write then fails. PostgreSQL ignores it (its role decides: Store.can_write).
 
     Raises InvalidInput for a value meant for PostgreSQL that is not such a URI (a mistyped
     scheme, libpq's keyword form), and what the engine's constructor raises (InvalidInput,
@@ -57,7 +61,7 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     why = near_miss(target)
     if why is not None:
         raise InvalidInput(why)
-    return SqliteStore(target, durable=durable, defaults=defaults, after_commit=after_commit)
+    return SqliteStore(target, durable=durable, defaults=defaults, after_commit=after_commit, read_only=read_only)
 
 
 __all__ = ["open_store", "is_uri", "Store", "CommandStore", "WorkerStore", "SqlStore", "SqliteStore", "Exchange", "Exchanged", "LiveOutput", "FollowedOutput",

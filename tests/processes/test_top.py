@@ -25,12 +25,13 @@ def term():
     t.close()
 
 
-def start_top(term, db, *args: str) -> None:
-    """Print a marker, then run top in the terminal's shell; wait for its first screen."""
+def start_top(term, db, *args: str, program=tuple(QUEUECTL)) -> None:
+    """Print a marker, then run top (`program`: how queuectl is run) in the terminal's shell; wait for its first
+    screen."""
     term.type("echo before-top")
     term.keys("Enter")
     term.wait_for("before-top\n")
-    term.run([*QUEUECTL, "--db", db, "top", "--interval", INTERVAL, *args])
+    term.run([*program, "--db", db, "top", "--interval", INTERVAL, *args])
     term.wait_for(lambda s: s.startswith("queuectl top"), message="top's first screen")
 
 
@@ -235,3 +236,39 @@ def test_top_works_through_pgbouncer_in_transaction_pooling(term, pooled):
     with open_store(pooled) as store:
         assert "default" in store.paused_queues()
     quit_top(term)
+
+
+def test_a_user_who_may_only_read_a_sqlite_file_gets_the_view_read_only(term, tmp_path):
+    """As `nobody` (Debian's python3 and python3-click: root's venv is out of its reach), on a file root owns
+    0644 in a directory nobody may not write, while a worker has it open (its -shm file is there)."""
+    import os
+    import pathlib
+    import shutil
+    import tempfile
+
+    from conftest import Cli, WorkerProcs
+
+    system_python = ["runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={pathlib.Path(__file__).parents[2]}",
+                     "/usr/bin/python3", "-m", "queuectl"]
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        require("needs root and runuser (util-linux) to run top as nobody", "processes")
+    if subprocess.run(["/usr/bin/python3", "-c", "import click"], capture_output=True).returncode != 0:
+        require("needs Debian's python3-click for /usr/bin/python3", "processes")
+    home = tempfile.mkdtemp(prefix="qtop-ro-", dir="/tmp")
+    os.chmod(home, 0o755)
+    db = f"{home}/queue.db"
+    workers = WorkerProcs(db, tmp_path)
+    try:
+        add(Cli(db), id="j1", command="true")
+        workers.start()
+        wait_for(lambda: os.path.exists(db + "-shm"), message="the worker's -shm file")
+        start_top(term, db, program=system_python)
+        term.wait_for(f"read-only ({db} is not writable)")
+        term.keys("p")
+        term.wait_for("read-only: no actions")
+        with open_store(db) as store:
+            assert store.paused_queues() == {}
+        quit_top(term)
+    finally:
+        workers.cleanup()
+        shutil.rmtree(home, ignore_errors=True)

@@ -261,3 +261,26 @@ def test_a_postgresql_role_that_may_only_read_gets_the_view_read_only(pg_uri):
         with psycopg.connect(pg_uri, autocommit=True) as con:
             con.execute(f"DROP OWNED BY {role}")
             con.execute(f"DROP ROLE {role}")
+
+
+@SQLITE_ONLY
+def test_a_sqlite_file_opened_read_only_reads_refuses_writes_and_says_why(busy, db):
+    from queuectl.errors import InvalidInput
+    from queuectl.store import open_store
+
+    with open_store(db, read_only=True) as viewer:
+        source = Source(viewer)
+        assert source.can_write() == f"{viewer.path} is not writable"
+        assert model.build(source.read(), model.View()).selectable[:2] == [("queue", "default"), ("queue", "mail")]
+        with pytest.raises(InvalidInput, match="cannot write to database .*readonly"):
+            ops.set_paused(viewer, ["default"], True)
+    assert "default" not in busy.paused_queues()
+
+
+def test_a_missing_sqlite_file_is_not_created_read_only(tmp_path):
+    from queuectl.errors import InvalidInput
+    from queuectl.store import open_store
+
+    with pytest.raises(InvalidInput, match="does not exist"):
+        open_store(str(tmp_path / "none.db"), read_only=True)
+    assert not (tmp_path / "none.db").exists()

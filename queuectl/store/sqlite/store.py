@@ -38,14 +38,16 @@ class SqliteStore(SpaceCare):
     `durable=True` commits with synchronous=FULL, so a returned enqueue survives power
     loss; workers use durable=False (synchronous=NORMAL in WAL mode): a power loss may then
     forget a claim or a completion, and the job runs again (at least once, never lost).
-    Raises InvalidInput when the path cannot hold a database or holds another program's
-    file, DatabaseError when the database cannot be used. `after_commit(store)` is called after a
+    `read_only`: open an existing file only to read it (SQLite's mode=ro; a write raises). Raises
+    InvalidInput when the path cannot hold a database or holds another program's file, DatabaseError when the database cannot be used. `after_commit(store)` is called after a
     commit that may have made jobs ready or requested cancels (see open_store).
     """
 
     def __init__(self, path: str, *, durable: bool = True, busy_timeout: float = BUSY_TIMEOUT,
-                 defaults: dict[str, Any] | None = None, after_commit: Callable[[Any], None] | None = None):
+                 defaults: dict[str, Any] | None = None, after_commit: Callable[[Any], None] | None = None,
+                 read_only: bool = False):
         self.path = os.path.abspath(path)
+        self.read_only = read_only
         self.after_commit = after_commit
         self.busy_timeout = busy_timeout
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
@@ -53,10 +55,17 @@ class SqliteStore(SpaceCare):
         self._wake_pending = False  # set by _notify inside a write transaction (see _write)
         self._purged_since_reclaim = False  # a purge deleted jobs since freed pages were last given back
         self._reclaim_at = 0.0  # monotonic time from which a purge may give freed pages back
-        _check_path(self.path)
-        _create_file(self.path)
+        if read_only:  # a viewer that may read the file and not write it (queuectl top): SQLite's mode=ro
+            _check_readable(self.path)
+            from urllib.parse import quote
+
+            target = f"file:{quote(self.path)}?mode=ro"
+        else:
+            _check_path(self.path)
+            _create_file(self.path)
+            target = self.path
         try:
-            self.conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None)
+            self.conn = sqlite3.connect(target, timeout=busy_timeout, isolation_level=None, uri=read_only)
         except sqlite3.Error as e:
             raise InvalidInput(f"cannot open database {self.path}: {e}") from None
         self.conn.row_factory = sqlite3.Row
@@ -90,6 +99,8 @@ class SqliteStore(SpaceCare):
     def can_write(self) -> str | None:
         """Return None if this user may write the database, else why not (the file or its directory is not
         writable: SQLite writes its -wal and -shm files beside it)."""
+        if self.read_only:
+            return f"{self.path} is not writable"
         directory = os.path.dirname(self.path)
         if not os.access(directory, os.W_OK | os.X_OK):
             return f"directory {directory} is not writable"
@@ -227,6 +238,19 @@ def _check_path(path: str) -> None:
         raise PermissionDenied(f"permission denied: cannot use database directory {directory}{_group_hint(directory)}")
     if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
         raise PermissionDenied(f"permission denied: cannot read and write database {path}{_group_hint(path)}")
+
+
+def _check_readable(path: str) -> None:
+    """Raise InvalidInput unless `path` is a file, or PermissionDenied unless this user may read it."""
+    if not os.path.isfile(path):
+        raise InvalidInput(f"database {path} does not exist or is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise PermissionDenied(f"permission denied: cannot read database {path}{_group_hint(path)}")
+    directory = os.path.dirname(path)
+    if not os.path.exists(path + "-shm") and not os.access(directory, os.W_OK | os.X_OK):
+        # WAL mode: a reader needs the shared-memory file, which only a writer of the directory can create.
+        raise PermissionDenied(f"permission denied: cannot read database {path} while nothing that may write it"
+                               f" has it open (SQLite would create {path}-shm, and {directory} is not writable)")
 
 
 def _group_hint(path: str) -> str:
