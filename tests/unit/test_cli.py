@@ -395,7 +395,7 @@ def test_status_of_empty_database(run_cli):
     assert json_only(run_cli("status", "--json")) == {
         "jobs": dict.fromkeys(STATES, 0), "queues": {}, "keys": [], "keys_held": 0, "paused": {}, "limits": {},
         "schedules": [], "oldest_ready_age": {},
-        "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}, "workers": [], "units": [],
+        "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0, "history": 14 * 86400.0}, "workers": [], "units": [],
         "rates": dict.fromkeys(("1m", "5m", "15m"), {"completed": 0.0, "failed": 0.0})}
     text = ok(run_cli("status"))
     assert "Workers (0)" in text and "Queues" not in text
@@ -1110,7 +1110,7 @@ def test_status_and_metrics_format_one_snapshot_that_reads_the_store_once(db, po
     assert set(snap.oldest_ready) == {"build", "default"} and all(a >= 0 for a in snap.oldest_ready.values())
     [w] = snap.workers
     assert (w.info.name, w.state, w.info.job_ids) == ("w1", "running", ("r1",)) and 0 <= w.heartbeat_age < 60
-    assert snap.retention == {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}
+    assert snap.retention == {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0, "history": 14 * 86400.0}
     m = _parse_metrics(text)
     assert m[("queuectl_queue_paused", (("queue", "idle"),))] == 1
     assert m[("queuectl_jobs", (("queue", "idle"), ("state", "pending")))] == 0
