@@ -173,16 +173,19 @@ def test_a_job_whose_group_was_never_recorded_is_found_by_its_environment():
     job_id = f"lost-{os.getpid()}"
     runner = Runner(100)
     try:
-        env = JobEnvironment().job({"QUEUECTL_JOB_ID": job_id, "QUEUECTL_ATTEMPT": "2", "QUEUECTL_WORKER_ID": "7"})
+        env = JobEnvironment().job({"QUEUECTL_JOB_ID": job_id, "QUEUECTL_ATTEMPT": "2", "QUEUECTL_WORKER_ID": "7",
+                                    "QUEUECTL_WORKER_PID": "4242"})
         job = runner.start("k", "sleep 30 & sleep 30", env=env)
         wait_for(lambda: procs.groups_with_env(f"QUEUECTL_JOB_ID={job_id}".encode()) == {job.pgid}, 5,
                  message="the job's group to be found by its environment")
         assert procs.groups_with_env(b"QUEUECTL_JOB_ID=lost-") == set()  # whole entries only
         # The same job as another worker (#8) held it: this copy is not its leftover, and is left alone.
-        elsewhere = JobProcess(job_id, 8, None, None, procs.hostname(), procs.boot_id(), attempts=1, started=False)
+        elsewhere = JobProcess(job_id, 8, None, None, procs.hostname(), procs.boot_id(), attempts=1, started=False,
+                               worker_pid=4242)
         assert kill_local([elsewhere]) and runner.wait(0.3) == ([], False)
         # Worker #7's, started before its start (or its group) was recorded.
-        unrecorded = JobProcess(job_id, 7, None, None, procs.hostname(), procs.boot_id(), attempts=1, started=False)
+        unrecorded = JobProcess(job_id, 7, None, None, procs.hostname(), procs.boot_id(), attempts=1, started=False,
+                                worker_pid=4242)
         assert kill_local([unrecorded])  # what a recovery does for a job with no recorded group
         done, _ = runner.wait(10)
         assert done[0][1].error.startswith("killed by signal 9")
