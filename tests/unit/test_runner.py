@@ -237,3 +237,9 @@ def test_a_stopped_job_leaves_no_member_that_ignored_sigterm(tmp_path):
         wait_for(lambda: gone(grandchild), 5, message="the TERM-proof grandchild to be killed")
     finally:
         runner.close()
+
+
+def test_a_command_that_begins_with_a_dash_is_run_as_a_command_not_read_as_the_shells_option():
+    r = run("-x-no-such-command", timeout=10)  # without `--`, sh took it for its -x option and ran nothing
+    assert r.exit_code == 127 and b"-x-no-such-command: not found" in r.stderr, r
+    assert run("--help-no-such-command", timeout=10).exit_code == 127
