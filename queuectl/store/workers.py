@@ -114,12 +114,13 @@ class WorkerStore(SqlCore):
         with self._errors():
             rows = self.c.execute(
                 "SELECT j.id, j.worker_id, j.pgid, j.pgid_start, j.queue, j.attempts, w.host, w.boot_id, w.pid_ns,"
-                f" w.uid, j.started_at FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id"
+                f" w.uid, w.pid, j.started_at FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id"
                 f" WHERE j.state = 'processing' AND ({where})",
                 params,
             ).fetchall()
         return [JobProcess(r["id"], r["worker_id"], r["pgid"], r["pgid_start"], r["host"], r["boot_id"],
-                           r["pid_ns"], r["queue"], r["attempts"], r["uid"], r["started_at"] is not None) for r in rows]
+                           r["pid_ns"], r["queue"], r["attempts"], r["uid"], r["started_at"] is not None, r["pid"])
+                for r in rows]
 
     def recover(self, worker_id: int | None, seen: tuple | None, now: Instant | float,
                 config: dict[str, Any] | None = None) -> list[tuple[str, JobState]]:

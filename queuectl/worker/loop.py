@@ -355,7 +355,8 @@ class Worker:
         if last_attempt(job.attempts, job.max_retries, self.config):
             self.exchange.record_start(job.id, wall)
         env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
-                             "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id)})
+                             "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id),
+                             "QUEUECTL_WORKER_PID": str(os.getpid())})  # as registered
         proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
         self.claims.started(job)
         self.ledger.started(job.id, proc, wall)
