@@ -45,9 +45,23 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
 
 
+def printable(text: str) -> str:
+    """Return `text` safe to print on a terminal: each character that is not printable (control
+    characters such as ESC and newline, format characters such as U+202E, separators other than
+    the space) as Python writes it in a string literal (\\x1b, \\n, \\u202e), the rest as it is.
+
+    User data (commands, errors, paths, names) goes through it before a terminal sees it, so no
+    escape sequence in it reaches the terminal raw and each value stays on its line.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def one_line(text: str, width: int) -> str:
-    """Return `text` with its white space folded, cut to `width` characters with '...'."""
-    line = " ".join(text.split())
+    """Return `text` with its white space folded, escaped for the terminal (printable), cut to `width`
+    characters with '...'."""
+    line = printable(" ".join(text.split()))
     return line if len(line) <= width else line[: width - 3] + "..."
 
 

@@ -11,7 +11,7 @@ from queuectl.cli.common import (MOST_LISTED, Seconds, json_option, note_truncat
                                  print_json, print_table)
 from queuectl.cli.enqueue import _follow, _not_completed, _ready_for_ctrl_c, _stopped_waiting
 from queuectl.errors import InvalidInput
-from queuectl.models import JobState, iso, one_line
+from queuectl.models import JobState, iso, one_line, printable
 
 STATE_CHOICE = click.Choice([s.value for s in JobState])
 
@@ -63,8 +63,15 @@ def show(app, job_id, as_json):
         print_json(d)
         return
     for key, value in d.items():
-        shown = ", ".join(value) if isinstance(value, list) else "" if value is None else value
-        click.echo(f"{key + ':':13} {shown}")
+        click.echo(f"{key + ':':13} {_shown(key, value)}")
+
+
+def _shown(key: str, value) -> str:
+    """A field of `show` as text: "never" for a time not set (`..._at`), "-" for any other unset or empty field;
+    user data escaped for the terminal (queuectl.models.printable)."""
+    if value is None or value == []:
+        return "never" if key.endswith("_at") else "-"
+    return printable(", ".join(value) if isinstance(value, list) else str(value))
 
 
 @click.command()

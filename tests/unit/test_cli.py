@@ -355,8 +355,28 @@ def test_show(run_cli, populated):
     text = ok(run_cli("show", "d1"))
     fields = dict(re.match(r"(\w+):\s*(.*)$", line).groups() for line in text.splitlines())
     assert fields["id"] == "d1" and fields["state"] == "dead" and fields["last_error"] == "exit code 3"
-    assert fields["timeout"] == "" and fields["exit_code"] == "3"
+    assert fields["timeout"] == "-" and fields["exit_code"] == "3"
     assert set(fields) == set(job)
+
+
+def test_show_says_never_or_dash_for_unset_fields_and_escapes_control_characters(run_cli):
+    command = "printf '\\033[2J' # \x1b[31mred\u202e\nline two"
+    ok(run_cli("enqueue", json.dumps({"id": "raw", "command": command})))
+    text = ok(run_cli("show", "raw"))
+    assert "\x1b" not in text and "\u202e" not in text and len(text.splitlines()) == len(DEFAULT_SHOWN)
+    fields = dict(re.match(r"(\w+):\s*(.*)$", line).groups() for line in text.splitlines())
+    assert fields["command"] == "printf '\\033[2J' # \\x1b[31mred\\u202e\\nline two"
+    assert {k: fields[k] for k in DEFAULT_SHOWN if k not in ("id", "command", "state", "queue", "priority",
+                                                              "attempts", "run_at", "created_at", "updated_at")} == {
+        "max_retries": "-", "timeout": "-", "cwd": "-", "started_at": "never", "finished_at": "never",
+        "exit_code": "-", "last_error": "-", "key": "-", "after": "-"}
+    job = json_only(run_cli("show", "raw", "--json"))  # JSON unchanged: null, and the command as it is
+    assert job["command"] == command and job["started_at"] is None and job["after"] == []
+    assert list(job) == list(DEFAULT_SHOWN)
+
+
+DEFAULT_SHOWN = ("id", "queue", "command", "state", "priority", "attempts", "max_retries", "timeout", "cwd", "run_at",
+                 "created_at", "updated_at", "started_at", "finished_at", "exit_code", "last_error", "key", "after")
 
 
 def test_logs(run_cli, populated):
