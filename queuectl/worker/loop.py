@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 from queuectl import procs
 from queuectl import settings as settings_mod
-from queuectl.backoff import last_attempt
+from queuectl.backoff import last_attempt, retry_limit
 from queuectl.clock import Instant
 from queuectl.errors import DatabaseError, InvalidConfig, InvalidInput, QueuectlError
 from queuectl.models import Job, one_line
@@ -358,6 +358,7 @@ class Worker:
                              "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id)})
         proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
         self.claims.started(job)
+        self.exchange.started(job.id, attempt, retry_limit(job.max_retries, self.config))
         self.ledger.started(job.id, proc, wall)
         # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO
         log.debug("job %s started (attempt %d): %s", job.id, attempt, one_line(job.command, 80))

@@ -381,3 +381,28 @@ def test_a_last_attempt_whose_start_cannot_be_recorded_does_not_start(store, clo
     clock.t += worker_mod.DB_RETRY
     worker.tick()
     assert "last" in worker.runner.running and store.get_job("last").attempts == 1
+
+
+def test_the_log_says_a_failed_attempts_outcome_once_a_retry_after_its_backoff_or_dead(store, clock, worker,
+                                                                                          worker_log):
+    store.set_setting("backoff-base", "3")
+    add(store, id="flaky", command="exit 3", max_retries=1)
+    for expected in ("job flaky: retry 1/1 in 3 s (exit code 3)", "job flaky: dead: exit code 3 (attempt 2 of 2)"):
+        worker.tick()  # claims the job and starts it
+        assert "flaky" in worker.runner.running
+        end_one(worker)
+        worker.tick()  # records the end
+        assert [line for line in worker_log if line.startswith("job flaky:")][-1] == expected
+        clock.t += 10  # past its backoff
+    assert store.get_job("flaky").state == JobState.DEAD
+    assert not worker.exchange.attempts  # what the lines need is dropped with the line
+    assert not any("now" in line or "failed (" in line for line in worker_log), worker_log
+
+
+def test_a_failure_line_escapes_what_it_shows(store, clock, worker, worker_log):
+    add(store, id="nowhere", command="true", cwd="/no/such/\x1b[2Jdir", max_retries=0)
+    worker.tick()
+    end_one(worker)
+    worker.tick()
+    line = next(line for line in worker_log if line.startswith("job nowhere:"))
+    assert "\x1b" not in line and "\\x1b[2Jdir" in line and line.startswith("job nowhere: dead: cannot start"), line
