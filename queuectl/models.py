@@ -58,6 +58,22 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+#: The most running jobs a draining line names (the others are counted).
+MOST_NAMED = 10
+#: Seconds between two lines that say what a drain waits for (waiting_line), in the worker's log and `worker stop`.
+DRAIN_SAY_EVERY = 5.0
+
+
+def waiting_line(running: list[tuple[str, float]]) -> str:
+    """Return what a drain waits for: "waiting for 2 running jobs: j-41 (12 s), j-44 (3 s)", from (job id,
+    seconds it has run) pairs, longest first, at most MOST_NAMED named ("and 3 more"); ids escaped (printable).
+    The worker logs it while it drains (queuectl.worker), and `worker stop` prints it while it waits."""
+    ordered = sorted(running, key=lambda pair: -pair[1])
+    named = ", ".join(f"{printable(job_id)} ({seconds:.0f} s)" for job_id, seconds in ordered[:MOST_NAMED])
+    more = f", and {len(ordered) - MOST_NAMED} more" if len(ordered) > MOST_NAMED else ""
+    return f"waiting for {len(ordered)} running job{'' if len(ordered) == 1 else 's'}: {named}{more}"
+
+
 def one_line(text: str, width: int) -> str:
     """Return `text` with its white space folded, escaped for the terminal (printable), cut to `width`
     characters with '...'."""

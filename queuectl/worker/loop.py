@@ -29,7 +29,7 @@ from queuectl import settings as settings_mod
 from queuectl.backoff import last_attempt, retry_limit
 from queuectl.clock import Instant
 from queuectl.errors import DatabaseError, InvalidConfig, InvalidInput, QueuectlError
-from queuectl.models import Job, one_line
+from queuectl.models import DRAIN_SAY_EVERY, Job, one_line, waiting_line
 from queuectl.notify import Notifier
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import on_stop
@@ -115,6 +115,7 @@ class Worker:
         self.periodic = [Retention(self), Schedules(self)]  # not while draining
         self.exit_code: int | None = None
         self._draining_recorded = False
+        self._drain_said_at = float("-inf")  # monotonic time of the last line saying what the drain waits for
         self._env = JobEnvironment()
         self.wakeups.listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 
@@ -244,6 +245,7 @@ class Worker:
             stopping = self.stop_requests > 0
             if stopping:
                 self._drain_begins()
+                self._say_drain(now)
             run_due(self.before_exchange, now)
             self.give_back(self.claims.held_back(now, self.runner.running))
             claim = self.claims.wanted(now, len(self.runner.running), stopping)
@@ -303,11 +305,19 @@ class Worker:
         self.exit_code = EXIT_OK
         return True
 
+    def _say_drain(self, now: float) -> None:
+        """While draining, log what the drain waits for every DRAIN_SAY_EVERY seconds (queuectl.models.waiting_line),
+        so that a `systemctl stop`'s journal says it."""
+        if self.runner.running and now >= self._drain_said_at + DRAIN_SAY_EVERY:
+            self._drain_said_at = now
+            log.info("%s", waiting_line([(key, now - job.started) for key, job in self.runner.running.items()]))
+
     def _on_stop_request(self, announced: int) -> int:
         if announced == 0:
             log.info("stop requested: draining %d running job(s); a second signal stops them",
                      len(self.runner.running))
             self.notifier.stopping(f"draining {len(self.runner.running)} job(s)")
+            self._drain_said_at = self.monotonic() - DRAIN_SAY_EVERY  # the first line at once
         if self.stop_requests >= 2 and self.runner.running and not self.ledger.forced:
             log.warning("second stop request: terminating %d running job(s) and requeueing them",
                         len(self.runner.running))

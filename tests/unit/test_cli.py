@@ -264,8 +264,8 @@ def test_enqueue_malformed_json_position_on_a_later_line(run_cli, db, seeded):
 
 
 @pytest.mark.parametrize("args, stdin, fragments", [
-    ((), None, ["give one JSON job or --file FILE"]),
-    (('{"command":"x"}', "--file", "-"), '{"command":"y"}\n', ["give one JSON job or --file FILE"]),
+    ((), None, ["give a JSON job, --file FILE or -- COMMAND [ARG]..."]),
+    (('{"command":"x"}', "--file", "-"), '{"command":"y"}\n', ["not a JSON job and --file"]),
     (("--file", "-"), "", ["no jobs in the file"]),
     (("--file", "-"), "\n  \n\n", ["no jobs in the file"]),
     (("--file", "-"), b'{"id":"u1","command":"a"}\n{"command":"\xff\xfe"}\n', ["line 2: not UTF-8 text", "nothing was enqueued"]),
