@@ -152,6 +152,24 @@ class Job(NamedTuple):
         return d
 
 
+class StoppedWorker(NamedTuple):
+    """A worker that ended (its registration gone), as `status` shows it. Times are Unix seconds on the store's
+    clock; `ended` says how: drained, forced, burst or lost (queuectl.store.shared_schema.STOPPED_WORKERS)."""
+
+    name: str
+    host: str
+    pid: int
+    unit: str | None
+    started_at: float
+    stopped_at: float
+    ended: str
+
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict, times as ISO-8601 UTC."""
+        return {"name": self.name, "host": self.host, "pid": self.pid, "unit": self.unit,
+                "started_at": iso(self.started_at), "stopped_at": iso(self.stopped_at), "ended": self.ended}
+
+
 class WorkerInfo(NamedTuple):
     """One registered worker process. Times are Unix seconds."""
 

@@ -115,6 +115,7 @@ class Worker:
         self.periodic = [Retention(self), Schedules(self)]  # not while draining
         self.exit_code: int | None = None
         self._draining_recorded = False
+        self._forced = False  # a second stop signal stopped running jobs
         self._drain_said_at = float("-inf")  # monotonic time of the last line saying what the drain waits for
         self._env = JobEnvironment()
         self.wakeups.listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
@@ -157,10 +158,17 @@ class Worker:
                         self.store.maintain(self.worker_id)
                     except QueuectlError as e:
                         log.warning("housekeeping at exit skipped: %s", e)
-                    self.store.deregister(self.worker_id)
+                    self.store.deregister(self.worker_id, self._ended())
                 self.runner.close()
                 self.wakeups.close()
         return code
+
+    def _ended(self) -> str:
+        """How this worker ends, as stopped_workers keeps it: forced (a second stop signal stopped running jobs),
+        drained (stopped on request), or burst (out of work)."""
+        if self._forced:
+            return "forced"
+        return "drained" if self.stop_requests else "burst"
 
     def request_stop(self, signum: int) -> None:
         """Record a stop request (a signal handler: no I/O here). The second one forces the stop."""
@@ -322,6 +330,7 @@ class Worker:
             log.warning("second stop request: terminating %d running job(s) and requeueing them",
                         len(self.runner.running))
             self.ledger.forced.update(self.runner.running)
+            self._forced = True
             self.runner.stop_all(signal.SIGTERM)
         return self.stop_requests
 

@@ -15,7 +15,7 @@ folded totals, and one worker at a time folds them (PostgresStore.maintain).
 import re
 
 from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
-                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS)
+                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS, STOPPED_WORKERS)
 from queuectl.store import fragments, timing
 
 #: The schema the tables live in.
@@ -26,7 +26,7 @@ CHANNEL = "queuectl"
 #: The tables of the schema, which queries name bare and the store qualifies (postgres.qualify).
 TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
           "workers", "config", "queues", "leases", "job_deps",
-          "schedules", "queue_starts")
+          "schedules", "queue_starts", "stopped_workers")
 
 #: The body of the jobs table's update trigger (counts by state, and runs by outcome of the rows that
 #: leave processing, RUNS_FILTER narrowing those, RECOVERED_WHEN telling a recovered run), shared by the steps
@@ -297,6 +297,12 @@ CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
        " LANGUAGE plpgsql SET search_path = queuectl AS $$"
        + _COUNT_UPDATE.replace("RUNS_FILTER", " AND n.started_at IS NOT NULL")
                       .replace("RECOVERED_WHEN", f"n.end_code = '{RECOVERED}'"),
+    # Step 10 is the activity history's (branch hist, issue 27): held here with nothing until the merge.
+    10: "SELECT 1",
+    # As SQLite's step 12: workers that ended, kept for `status` (STOPPED_WORKERS). Step 11: step 10 is the
+    # activity history's (issue 27); an integrator may renumber this one.
+    11: STOPPED_WORKERS.replace("SEQ_PK", "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
+                       .replace("REAL_T", "double precision").replace("INT_T", "bigint"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)
