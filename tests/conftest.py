@@ -43,13 +43,6 @@ def db(tmp_path) -> str:
 SQLITE_ONLY = pytest.mark.parametrize("backend_db", ["sqlite"], indirect=True)
 
 
-def raw_sql(db: str, sql: str, params=()) -> int:
-    """Run one statement (`?` placeholders) on the database behind queuectl's back; return its rowcount."""
-    with open_store(db) as s:
-        with s._write() as c:
-            return c.execute(sql, params).rowcount
-
-
 def snapshot(path) -> tuple:
     """Everything in the database: schema, rows of every table, and (SQLite) the header pragmas."""
     if is_uri(path):

@@ -10,7 +10,7 @@ table's alias and a dot ("j.") where a statement joins another table that has co
 names, else "".
 
 A change to a fragment rendered into claim_limited needs a PostgreSQL migration step that replaces
-the function; tests/test_limits.py pins its fingerprint and fails until there is one.
+the function; tests/unit/test_limits.py pins its fingerprint and fails until there is one.
 """
 
 from __future__ import annotations

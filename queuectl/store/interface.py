@@ -6,7 +6,8 @@ implement all of it, and their docstrings give each rule in full. Times passed i
 are queuectl.clock.Instant readings from `now()` (or bare Unix seconds, which schedule on
 the wall clock alone); every call may raise DatabaseUnavailable (the database cannot be
 reached, is locked for the whole busy timeout, or its disk is full) or DatabaseError.
-Anything else a SqlStore has is the engines' own (tests reach it as `store.c`).
+Anything else a SqlStore has is the engines' own: only their own tests (tests/unit/test_store_sqlite.py,
+test_postgres.py) and support.backdoor reach it.
 """
 
 from __future__ import annotations

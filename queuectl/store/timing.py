@@ -11,7 +11,7 @@ Every fragment is rendered in one of two ways:
 - `render(sql, names)`: each slot becomes an SQL name: the body of PostgreSQL's claim_limited
   function (postgres_schema.claim_limited), whose arguments are p_domain, p_mono, p_now, ....
 
-So the function and the statements cannot disagree, and tests/test_limits.py checks that the
+So the function and the statements cannot disagree, and tests/unit/test_postgres.py checks that the
 function in the database is the one rendered from these rules.
 
 The clock. A time recorded with the boot id and monotonic reading of its writer (a job's due

@@ -28,7 +28,7 @@ KEEP_STOPPED = 100
 #: How each end of a worker is kept (stopped_workers.ended).
 ENDINGS = ("drained", "forced", "burst", "lost")
 #: Copies a registration that ends into stopped_workers (parameters: stopped_at, ended, the worker's id), and keeps
-#: the newest KEEP_STOPPED rows (parameter: KEEP_STOPPED - 1).
+#: the newest KEEP_STOPPED rows (parameter: KEEP_STOPPED, the offset of the newest row to go).
 _KEEP_ENDED = ("INSERT INTO stopped_workers (worker_id, name, host, pid, unit, started_at, stopped_at, ended)"
                " SELECT id, name, host, pid, unit, started_at, ?, ? FROM workers WHERE id = ?")
 _TRIM_ENDED = ("DELETE FROM stopped_workers WHERE seq <= (SELECT seq FROM stopped_workers ORDER BY seq DESC"
@@ -102,7 +102,7 @@ class WorkerStore(SqlCore):
     def _keep_ended(c, worker_id: int, ended: str, wall: float) -> None:
         """Copy registration `worker_id`, which ends now (`wall`), into stopped_workers; keep its newest rows."""
         c.execute(_KEEP_ENDED, (wall, ended, worker_id))
-        c.execute(_TRIM_ENDED, (KEEP_STOPPED - 1,))
+        c.execute(_TRIM_ENDED, (KEEP_STOPPED,))
 
     def stopped_workers(self, since: float, limit: int = 20) -> list[StoppedWorker]:
         """Return up to `limit` workers that ended at or after `since` (Unix seconds, the store's clock), newest

@@ -44,9 +44,12 @@ def integrity(db: str) -> str:
     (what `status` and `metrics` read) agree with a count of the rows themselves.
     """
     if is_uri(db):
+        import psycopg
+
         with open_store(db) as s:
             kept = s.counts()
-            rows = s.c.execute("SELECT queue, state, count(*) FROM jobs GROUP BY queue, state").fetchall()
+        with psycopg.connect(db) as con:  # the rows themselves, on the engine's own connection
+            rows = con.execute("SELECT queue, state, count(*) FROM queuectl.jobs GROUP BY queue, state").fetchall()
         counted: dict[str, dict[str, int]] = {}
         for queue, state, n in rows:
             counted.setdefault(queue, {})[state] = n

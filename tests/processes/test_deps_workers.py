@@ -12,7 +12,7 @@ import pytest
 from conftest import wait_for
 from queuectl.models import JobState
 from queuectl.store import open_store
-from unit.test_deps import _job
+from support.worker_steps import new_job
 
 
 @pytest.fixture
@@ -42,13 +42,13 @@ def test_dependants_enqueued_while_their_dependencies_complete_are_all_released(
     dependant ends released (never blocked on a completed job)."""
     n = 120
     store = open_store(db)
-    store.enqueue([_job(id=f"a{i}", command="true") for i in range(n)], store.now())
+    store.enqueue([new_job(id=f"a{i}", command="true") for i in range(n)], store.now())
     workers.start("--count", "2")
 
     def enqueue_dependants(start):
         s = open_store(db)
         for i in range(start, n, 2):
-            s.enqueue([_job(id=f"b{i}", command="true", after=[f"a{i}", f"a{(i + 1) % n}"])], s.now())
+            s.enqueue([new_job(id=f"b{i}", command="true", after=[f"a{i}", f"a{(i + 1) % n}"])], s.now())
         s.close()
 
     threads = [threading.Thread(target=enqueue_dependants, args=(k,)) for k in range(2)]

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, configure, enqueue, import_or_skip, queuectl, raw_sql, wait_for
+from conftest import QUEUECTL, configure, enqueue, import_or_skip, queuectl, wait_for
+from support.backdoor import behind_queuectls_back
 from queuectl.models import JobState
 from queuectl.store import open_store
 from queuectl.store.postgres.schema import SCHEMA_VERSION
@@ -251,7 +252,7 @@ def test_under_systemd_a_worker_waits_for_an_unreachable_server_only(pg_server, 
     sock = NotifySocket(f"@queuectl-test/{os.getpid()}/{time.monotonic_ns()}")
     try:
         open_store(db).close()
-        raw_sql(db, "UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+        behind_queuectls_back(db, "UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
         w = _start_worker(db, tmp_path, "--name", "newer", env={"NOTIFY_SOCKET": sock.address})
         code, lines = _exit_within(w, 30)
         assert code == 1 and len(lines) == 1, lines

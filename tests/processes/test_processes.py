@@ -29,7 +29,7 @@ from conftest import QUEUECTL, WorkerProcs, enqueue, queuectl, wait_for
 from conftest import configure as set_config
 from queuectl.models import JobState
 from queuectl.store import is_uri
-from support.storeops import claim
+from support.worker_steps import claim
 from support.procstat import gone, live_members
 
 
@@ -280,8 +280,14 @@ def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(
         wid, _ = store.register_worker({**far, "name": name}, time.time())
         assert [j.id for j in claim(store, wid, [name], 1, time.time())] == [f"job-of-{name}"]
 
-    def lease_holder():
-        return store.c.execute("SELECT holder FROM leases WHERE name = 'recovery'").fetchone()[0]
+    def held_the_lease(name, job_id):
+        """Whether worker `name` held the recovery lease when it recovered `job_id`: at that time (the job's
+        updated_at, the sweep's `now`) a holder that is no worker is refused the lease, so a worker held it,
+        and `name` may take it, so that worker was `name` (take_lease, its time passed in; the lease each
+        probe may take lasts no time at all)."""
+        at = store.get_job(job_id).updated_at
+        return (not store.take_lease("recovery", -1, at, 0)
+                and store.take_lease("recovery", store.worker_by_name(name).id, at, 0))
 
     def recovered(job_id):
         return lambda: store.get_job(job_id).last_error == "worker lost"
@@ -296,14 +302,14 @@ def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(
     assert len(recovered_by) == 1, _logs(procs)  # one recovery, by the lease holder
     leader = recovered_by[0]
     names = {p: f"local{n}" for n, p in enumerate(procs)}
-    assert lease_holder() == store.worker_by_name(names[leader]).id
+    assert held_the_lease(names[leader], "job-of-far1")
     leader.send_signal(signal.SIGTERM)
     assert wait_exit(leader) == 0
     silent_far_worker("far2")  # the lease's holder is gone: another worker takes it over
     until(recovered("job-of-far2"), "far2's job to be recovered", procs=procs)
     until(lambda: logged_by(procs, "recovered job job-of-far2"), "the recovery's log line", procs=procs)
     [second] = logged_by(procs, "recovered job job-of-far2")
-    assert second is not leader and lease_holder() == store.worker_by_name(names[second]).id
+    assert second is not leader and held_the_lease(names[second], "job-of-far2")
     for p in procs:
         if p is not leader:
             p.send_signal(signal.SIGTERM)

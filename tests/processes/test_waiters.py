@@ -13,8 +13,7 @@ import pytest
 
 from conftest import QUEUECTL, configure
 from queuectl.models import JobState
-from support.storeops import claim, finish
-from unit.test_store import NOW, add, ok, register
+from support.worker_steps import NOW, add, claim, finish, ok, register
 from unit.test_wait import ended
 
 

@@ -19,14 +19,15 @@ from datetime import datetime
 import click
 import pytest
 
-from conftest import SQLITE_ONLY, assert_error, json_error_position, raw_sql, snapshot
+from conftest import SQLITE_ONLY, assert_error, json_error_position, snapshot
+from support.backdoor import behind_queuectls_back
 from queuectl.cli import cli as cli_group
 
 from queuectl.cli import cli
 from queuectl.jobspec import FIELDS, MAX_COMMAND_BYTES
 from queuectl.settings import SETTINGS
 from queuectl.store import Outcome, is_uri, open_store
-from support.storeops import claim, finish
+from support.worker_steps import claim, finish
 
 DEFAULTS = {
     "max-retries": 3,
@@ -413,9 +414,24 @@ def test_status_of_empty_database(run_cli):
     assert json_only(run_cli("status", "--json")) == {
         "jobs": dict.fromkeys(STATES, 0), "queues": {}, "keys": [], "keys_held": 0, "paused": {}, "limits": {},
         "schedules": [], "oldest_ready_age": {},
-        "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}, "workers": [], "units": []}
+        "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}, "workers": [],
+        "stopped_workers": [], "units": []}
     text = ok(run_cli("status"))
-    assert "Workers (0)" in text and "Queues" not in text
+    assert "Workers (0)" in text and "Queues" not in text and "Stopped" not in text
+
+
+def test_status_shows_the_workers_that_ended_in_the_last_hour_and_how(run_cli, db):
+    assert run_cli("worker", "start", "--burst", "--name", "b1").exit_code == 0
+    [w] = json_only(run_cli("status", "--json"))["stopped_workers"]
+    assert (w["name"], w["pid"], w["unit"], w["ended"]) == ("b1", os.getpid(), None, "burst")
+    assert w["started_at"] <= w["stopped_at"] and abs(_ts(w["stopped_at"]) - time.time()) < 60
+    text = ok(run_cli("status"))
+    assert "Workers (0)" in text and "Stopped in the last hour (1)" in text
+    assert re.search(rf"^b1\s+burst\s+\d+s ago\s+{os.getpid()}\s+\S+\s+-$", text, re.M), text
+    with open_store(db) as s:  # more than an hour ago: kept, no longer shown
+        s.deregister(s.register_worker({**WORKER_INFO, "name": "old"}, time.time() - 4000)[0], "drained",
+                     time.time() - 3700)
+    assert [w["name"] for w in json_only(run_cli("status", "--json"))["stopped_workers"]] == ["b1"]
 
 
 @pytest.mark.parametrize("args", [
@@ -673,8 +689,9 @@ def test_config_rule_checks_the_stored_partner(run_cli, db):
 
 
 def _store_raw_config(db, key, value):
-    raw_sql(db, "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value))
+    behind_queuectls_back(
+        db, "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value))
 
 
 @pytest.mark.parametrize("key, value, fragment", [
@@ -686,7 +703,7 @@ def _store_raw_config(db, key, value):
 ])
 def test_stored_config_made_invalid_by_hand(run_cli, db, seeded, key, value, fragment):
     if key == "max-retries":
-        assert raw_sql(db, "UPDATE config SET value = ? WHERE key = 'max-retries'", (value,)) == 1
+        assert behind_queuectls_back(db, "UPDATE config SET value = ? WHERE key = 'max-retries'", (value,)) == 1
     else:
         _store_raw_config(db, key, value)
     broken = snapshot(db)

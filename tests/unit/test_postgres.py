@@ -7,6 +7,7 @@ NOTIFY, the server's clock, server restarts): tests/processes/test_postgres_work
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -15,12 +16,15 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, import_or_skip, queuectl, raw_sql
+from conftest import QUEUECTL, import_or_skip, queuectl
+from support.backdoor import behind_queuectls_back
 from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 from queuectl.models import JobState
 from queuectl.store import open_store
-from queuectl.store.postgres.schema import SCHEMA_VERSION
+from queuectl.store.postgres.schema import SCHEMA_VERSION, claim_limited
 from support.pgserver import free_port
+from unit import test_store_sqlite
+from unit.test_limits import CLAIM_LIMITED_FINGERPRINT
 
 PASSWORD = "s3cret-pw"  # the pg_server fixture's qpass role
 
@@ -70,7 +74,7 @@ def test_the_schema_is_created_once_by_concurrent_first_openers(db, pg_server):
 
 def test_a_newer_schema_is_refused_and_left_alone(db, pg_server):
     open_store(db).close()
-    raw_sql(db, "UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    behind_queuectls_back(db, "UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
     with pytest.raises(DatabaseError, match="newer than this queuectl"):
         open_store(db)
     r = queuectl(db, "status", check=False)
@@ -257,3 +261,20 @@ def test_connections_give_up_on_a_vanished_server_within_seconds_unless_the_uri_
     own = db + ("&" if "?" in db else "?") + "tcp_user_timeout=60000"
     with open_store(own) as s:
         assert s._connect().info.get_parameters()["tcp_user_timeout"] == "60000"
+
+
+# What the engine keeps that the interface does not show, written once in the SQLite store's tests: run here too.
+test_purge_deletes_the_output_of_the_jobs_it_deletes = (
+    test_store_sqlite.test_purge_deletes_the_output_of_the_jobs_it_deletes)
+test_expire_forgets_exactly_the_claims_whose_age_is_past_the_window = (
+    test_store_sqlite.test_expire_forgets_exactly_the_claims_whose_age_is_past_the_window)
+
+
+def test_claim_limited_in_the_database_is_the_current_rendering(store):
+    """A database migrated by this queuectl holds claim_limited as claim_limited() renders it now (its fingerprint
+    is pinned in test_limits.py)."""
+    text = claim_limited()
+    assert hashlib.sha256(text.encode()).hexdigest()[:16] == CLAIM_LIMITED_FINGERPRINT
+    (body,) = store.c.execute("SELECT prosrc FROM pg_proc WHERE proname = 'claim_limited'"
+                              " AND pronamespace = 'queuectl'::regnamespace").fetchone()
+    assert body == text.split("$$", 1)[1].rsplit("$$", 1)[0]

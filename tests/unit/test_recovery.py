@@ -15,7 +15,7 @@ from queuectl.runner import spawn
 from queuectl.store import Exchange, Running
 from support.procstat import live_members
 from conftest import wait_for
-from unit.test_store import NOW, add, register
+from support.worker_steps import NOW, add, register
 
 
 def local_worker(store, name: str, pid: int = 0) -> int:

@@ -1,8 +1,11 @@
 """The store's interface by caller (queuectl.store.interface): every store method that the workers call is
-in WorkerStore, every one that the commands call is in CommandStore, and each engine has every method."""
+in WorkerStore, every one that the commands call is in CommandStore, the conformance suite (tests/unit/conformance)
+and the worker's steps it takes (tests/support/worker_steps.py) call the interface alone, and each engine has every
+method with the documented parameters."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -12,19 +15,26 @@ from queuectl.store import CommandStore, Store, WorkerStore
 from queuectl.store.postgres import PostgresStore
 from queuectl.store.sqlite import SqliteStore
 
-PACKAGE = Path(__file__).resolve().parents[2] / "queuectl"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "queuectl"
 CALL = re.compile(r"\bstore\.([a-z_]+)\(")
+#: What a test of the interface must not touch: a store's private members and its connection.
+REACH_IN = re.compile(r"\b(?:store|s)\.(?:_[a-z_]+|c|conn)\b")
 
 
 def methods(protocol) -> set[str]:
     return {name for name in dir(protocol) if not name.startswith("_")}
 
 
-def called(*places: str) -> set[str]:
-    """The store methods called as `store.NAME(` in the files under `places` (folders or files of queuectl/)."""
-    files = [f for place in places for f in ((PACKAGE / place).rglob("*.py") if (PACKAGE / place).is_dir()
-                                            else [PACKAGE / place])]
-    return {name for f in files for name in CALL.findall(f.read_text())}
+def sources(*places: str, under: Path = PACKAGE) -> list[Path]:
+    """The Python files under `places` (folders or files below `under`)."""
+    return [f for place in places for f in ((under / place).rglob("*.py") if (under / place).is_dir()
+                                           else [under / place])]
+
+
+def called(*places: str, under: Path = PACKAGE) -> set[str]:
+    """The store methods called as `store.NAME(` in the files under `places` (folders or files below `under`)."""
+    return {name for f in sources(*places, under=under) for name in CALL.findall(f.read_text())}
 
 
 @pytest.mark.parametrize("protocol, places", [
@@ -41,3 +51,27 @@ def test_the_store_is_both_parts_and_each_engine_has_every_method():
     assert methods(Store) == methods(CommandStore) | methods(WorkerStore)
     for engine in (SqliteStore, PostgresStore):
         assert methods(Store) - methods(engine) == set(), engine
+
+
+CONFORMANCE = ("unit/conformance", "support/worker_steps.py")
+
+
+def test_the_conformance_suite_calls_the_interface_alone():
+    uses = called(*CONFORMANCE, under=ROOT / "tests")
+    assert len(uses) >= 30, uses  # the scan found the calls
+    assert uses - methods(Store) == set()
+    reach_ins = [f"{f.name}: {m}" for f in sources(*CONFORMANCE, under=ROOT / "tests")
+                 for m in REACH_IN.findall(f.read_text())]
+    assert reach_ins == []
+
+
+def test_both_engines_implement_the_documented_interface_with_its_parameters():
+    documented = {n: getattr(Store, n) for n in dir(Store)  # its own and its parts' (store.interface)
+                  if not n.startswith("_") and callable(getattr(Store, n))}
+    assert len(documented) > 30
+    for engine in (SqliteStore, PostgresStore):
+        for name, f in documented.items():
+            impl = getattr(engine, name, None)
+            assert callable(impl), f"{engine.__name__} lacks {name}"
+            assert list(inspect.signature(impl).parameters) == list(inspect.signature(f).parameters), (
+                engine.__name__, name)

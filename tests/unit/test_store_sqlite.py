@@ -1,4 +1,7 @@
-"""What only the SQLite store has: the file, its pragmas, locks, migrations from older schemas, space reclaim."""
+"""What only the SQLite store has: the file, its pragmas, locks, migrations from older schemas, space reclaim.
+And what the engine keeps in its tables that the interface does not show (a purged job's output, the rate
+limit's expired claims), read here through the engine's own connection; test_postgres.py runs the same tests
+on PostgreSQL (it imports them)."""
 
 import os
 import sqlite3
@@ -10,11 +13,13 @@ import pytest
 from queuectl.clock import Instant
 from queuectl.errors import DatabaseError, InvalidInput
 from queuectl.models import JobState
+from queuectl.store import Outcome, SqliteStore, timing
+from queuectl.store.limits import RATE_SLACK
 from queuectl.store.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION
-from queuectl.store import Outcome, SqliteStore
 
-from unit.test_store import A, NOW, _failed_once, _ready, add, register  # the shared suite's helpers
-from support.storeops import claim, finish
+from support.worker_steps import NOW, add, claim, finish, register
+from unit.conformance.test_exchange import A, _failed_once, _ready  # the shared suite's helpers
+from unit.conformance.test_operator import _finished
 
 
 def test_new_database_is_versioned_wal_and_marked(db):
@@ -280,3 +285,32 @@ def test_a_failing_wake_up_never_fails_the_write(store, local_worker, monkeypatc
     monkeypatch.setattr(store, "worker_pids", locked)
     assert add(store, id="b") == "b"
     assert [j.id for j in store.list_jobs()] == ["b", "a"] and _pokes(local_worker) == 0
+
+
+# -- what the engine keeps that the interface does not show (test_postgres.py runs these on PostgreSQL) --------
+
+
+def test_purge_deletes_the_output_of_the_jobs_it_deletes(store):
+    _finished(store, {"c": ("q", "ok"), "f": ("q", "fail")})
+    assert store.purge({"completed": 10}, NOW + 11) == 1
+    assert [r[0] for r in store.c.execute("SELECT seq FROM job_output")] == [store.get_job("f").seq]
+
+
+def test_expire_forgets_exactly_the_claims_whose_age_is_past_the_window(store):
+    """timing.EXPIRE (the age solved for each clock's column, for the indexes) and timing.start_age agree: of
+    claims of this boot, of another, and of none (recorded before the migration), stepped or not, the ones
+    deleted are those start_age puts at the window and slack or beyond."""
+    now = Instant(NOW, 100.0, "this-boot")
+    rows = [(NOW - 100, "this-boot", 99.0), (NOW + 100, "this-boot", 94.6), (NOW, "this-boot", 94.4),
+            (NOW - 5.4, "other", 1e6), (NOW - 5.6, "other", 0.0), (NOW + 3600, "other", 0.0), (NOW - 6, None, None),
+            (NOW - 5, None, None)]
+    for at_, boot, mono in rows:
+        store.c.execute("INSERT INTO queue_starts (queue, at, boot, mono) VALUES ('rq', ?, ?, ?)", (at_, boot, mono))
+    values = {**timing.clock_values(now), "queue": "rq", "window": 5.0, "slack": RATE_SLACK}
+    age_sql, params = timing.bind(f"SELECT at, boot, mono, {timing.start_age()} AS age FROM queue_starts", values)
+    keep = sorted((r["at"], r["boot"] or "") for r in store.c.execute(age_sql, params).fetchall()
+                  if r["age"] < 5.0 + RATE_SLACK)
+    for statement in timing.EXPIRE:
+        store.c.execute(*timing.bind(statement, values))
+    assert sorted((r[0], r[1] or "") for r in store.c.execute("SELECT at, boot FROM queue_starts")) == keep
+    assert len(keep) == 5

@@ -13,8 +13,7 @@ from conftest import assert_error, configure
 from queuectl.api.outage import Patience
 from queuectl.api.waiting import Attempts
 from queuectl.store import Outcome
-from support.storeops import claim, finish
-from unit.test_store import NOW, add, bad, ok, register
+from support.worker_steps import NOW, add, bad, claim, finish, ok, register
 
 
 @pytest.fixture

@@ -21,8 +21,7 @@ from queuectl.api.following import follow
 from queuectl.api.outage import LIMIT, RETRY, Patience, limit_from_environment
 from queuectl.store import Outcome
 from queuectl.api.waiting import wait_for_end
-from support.storeops import finish
-from unit.test_store import NOW, add, ok
+from support.worker_steps import NOW, add, finish, ok
 from unit.test_wait import ended
 
 
@@ -175,7 +174,7 @@ def test_wait_for_end_goes_on_through_an_outage(store):
 
 
 def test_the_follower_keeps_its_place_through_an_outage(store):
-    from unit.test_follow import record, started
+    from unit.conformance.test_output import record, started
 
     add(store, id="a")
     w = started(store)

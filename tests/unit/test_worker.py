@@ -18,7 +18,7 @@ from queuectl.models import JobState
 from queuectl.jobspec import parse_job
 from queuectl.store import SqliteStore
 from queuectl.worker import Worker
-from support.storeops import claim
+from support.worker_steps import claim
 
 HEARTBEAT, STALE_AFTER = 0.2, 1.5
 

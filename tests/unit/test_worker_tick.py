@@ -19,13 +19,14 @@ from queuectl.errors import DatabaseUnavailable
 from queuectl.models import DRAIN_SAY_EVERY, MOST_NAMED, JobState, waiting_line
 from queuectl.store import SqliteStore
 from queuectl.worker import HOLD, PREFETCH_PER_SLOT, RECORD_WITHIN, Worker
-from unit.test_store import add
+from support.backdoor import behind_queuectls_back
+from support.worker_steps import add
 from unit.test_worker import Clock, Notifier
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = SqliteStore(str(tmp_path / "q.db"))
+def store(db):
+    s = SqliteStore(db)
     s.set_setting("poll-interval", "5")
     yield s
     s.close()
@@ -243,7 +244,7 @@ def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_wh
 
 
 def test_a_job_whose_recorded_end_the_database_lost_ends_failed_at_the_first_exchange_after_an_error(
-        store, clock, worker, monkeypatch, worker_log):
+        store, db, clock, worker, monkeypatch, worker_log):
     # As after a failover to an asynchronous standby that had not received the end: the job is
     # running on this worker again in the database, its start recorded, and nothing runs it.
     add(store, id="lost")
@@ -251,9 +252,8 @@ def test_a_job_whose_recorded_end_the_database_lost_ends_failed_at_the_first_exc
     end_one(worker)
     worker.tick()
     assert state(store, "lost") == JobState.COMPLETED and not worker.runner.running
-    with store._write() as c:
-        c.execute("UPDATE jobs SET state = 'processing', worker_id = ?, finished_at = NULL, exit_code = NULL"
-                  " WHERE id = 'lost'", (worker.worker_id,))
+    behind_queuectls_back(db, "UPDATE jobs SET state = 'processing', worker_id = ?, finished_at = NULL,"
+                          " exit_code = NULL WHERE id = 'lost'", (worker.worker_id,))
 
     def down(*a, **k):
         raise DatabaseUnavailable("server closed the connection unexpectedly")

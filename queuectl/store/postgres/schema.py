@@ -60,7 +60,7 @@ _LOST_TEXT = "n.last_error = 'worker lost'"
 #: to run). The time rules (due, the rate window and its rebase, claiming ahead) are queuectl.store.timing's,
 #: and the claim's (the ready filter, claim order, SET list and claiming ahead within a limit) are
 #: queuectl.store.fragments', rendered in by claim_limited(). A change to any of them needs a step that
-#: replaces this function (tests/test_limits.py fails until there is one). p_leaving names jobs of p_worker that the calling statement ends or gives
+#: replaces this function (tests/unit/test_limits.py fails until there is one). p_leaving names jobs of p_worker that the calling statement ends or gives
 #: back: their places count as free (the caller's own changes are not yet visible to the function). Returns
 #: the claimed rows. Placeholders: REBASE, EXPIRE, ALLOWED, READY_STATES, READY_JOB, CLAIM_ORDER, CLAIM_SET, RECORD.
 _CLAIM_LIMITED = """
