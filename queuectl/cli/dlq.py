@@ -39,7 +39,8 @@ def list_(app, limit, as_json):
         return
     print_table(
         ["ID", "QUEUE", "ATTEMPTS", "DIED", "LAST ERROR", "COMMAND"],
-        [[j.id, j.queue, j.attempts, iso(j.finished_at), printable(j.last_error or ""), one_line(j.command, 40)] for j in jobs],
+        [[j.id, j.queue, j.attempts, iso(j.finished_at), printable(j.last_error or ""), one_line(j.command, 40)]
+         for j in jobs],
     )
     note_truncation(len(jobs), total)
 

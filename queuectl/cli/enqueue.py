@@ -95,9 +95,10 @@ def enqueue(app, job, file, wait_, follow, quiet, **fields):
     last attempt's exit code if it had one, 124 if that attempt timed out, else 1
     (cancelled, could not start). With --file: the first job, in file order, that did
     not complete decides. While it waits, each attempt that fails is one line on stderr
-    ("job ID: attempt 2 of 4 failed (exit code 3): retry in 4 s"; --quiet leaves them out),
-    and each job that did not complete one line at the end (its last error). --follow prints the job's output as it runs (as `logs -f`)
-    and exits as --wait does. Ctrl+C stops the waiting only: the jobs go on. The waiting
+    ("job ID: attempt 2 of 4 failed (exit code 3): retry in 4 s"; --quiet leaves them
+    out), and each job that did not complete one line at the end (its last error).
+    --follow prints the job's output as it runs (as `logs -f`) and exits as --wait does.
+    Ctrl+C stops the waiting only: the jobs go on. The waiting
     rides out an outage of the database (a line on stderr says so) for up to OUTAGE_LIMIT,
     then exits 1; the enqueue itself does not wait for it.
     """

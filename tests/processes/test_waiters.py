@@ -73,7 +73,8 @@ def test_enqueue_wait_and_wait_say_each_failed_attempt_on_stderr_and_stdout_stay
     workers.start()
     flag = ["--quiet"] if quiet else []
     enqueuer = subprocess.Popen([*QUEUECTL, "--db", db, "enqueue", "--wait", *flag, json.dumps(
-        {"id": "flaky", "command": "echo oops >&2; exit 3"})], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        {"id": "flaky", "command": "echo oops >&2; exit 3"})], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
     assert enqueuer.stdout.readline() == "flaky\n"  # enqueued: another waiter may come
     waiter = subprocess.Popen([*QUEUECTL, "--db", db, "wait", "--json", *flag, "flaky"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
