@@ -123,7 +123,8 @@ class Recovery:
         """Log each recovered (job id, new state) and count it."""
         for job_id, state in recovered:
             self.recovered += 1
-            log.warning("recovered job %s from %s (worker lost): now %s", job_id, whose, state.value)
+            outcome = "retry scheduled" if state == JobState.FAILED else state.value  # "failed" would say it twice
+            log.warning("recovered job %s from %s (worker lost): %s", job_id, whose, outcome)
 
 
 class RecoveryDuty:
