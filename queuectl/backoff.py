@@ -38,3 +38,14 @@ def backoff_delay(attempts: int, base: float, cap: float) -> float:
     if attempts >= math.log(cap) / math.log(base):
         return float(cap)
     return float(base) ** attempts
+
+
+def delay_text(seconds: float) -> str:
+    """Return a delay in seconds as the lines about retries say it: to a tenth, "4 s", "0.5 s"."""
+    return f"{round(max(seconds, 0.0), 1):g} s"
+
+
+def retry_text(attempt: int, retries: int, delay: float) -> str:
+    """Return how a failed attempt goes on: "retry 2/3 in 4 s" after attempt 2 of a job with 3 retries,
+    retried `delay` seconds later (the worker's log line of a failure: queuectl.worker.exchange)."""
+    return f"retry {attempt}/{retries} in {delay_text(delay)}"

@@ -54,7 +54,8 @@ def worker_state(w: WorkerInfo, now: Instant, stale_after: float) -> str:
 
 def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None, force: bool = False,
                  draining: Callable[[WorkerInfo], bool] | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> list[StopResult]:
+                 sleep: Callable[[float], None] = time.sleep,
+                 watch: Callable[[list[WorkerInfo]], None] | None = None) -> list[StopResult]:
     """Ask each worker to drain and wait up to `timeout` seconds (None: forever) for all to exit.
 
     A worker that runs under a systemd unit is stopped through `systemctl stop`, so
@@ -64,7 +65,8 @@ def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None, force: bo
     not signalled again (a second signal would stop its jobs) unless `force`, which sends
     exactly that second signal: running jobs are stopped and put back to pending. A worker
     not yet draining gets the second signal once `draining(worker)` says the first has
-    been taken (two signals that arrive together count as one). Raises QueuectlError if
+    been taken (two signals that arrive together count as one). `watch`, if given, is called
+    with the workers still running at each look (every 0.1 s). Raises QueuectlError if
     systemctl refuses (for example without root), PermissionDenied if a worker belongs
     to another user.
     """
@@ -101,6 +103,8 @@ def stop_workers(workers: Sequence[WorkerInfo], timeout: float | None, force: bo
             results += [StopResult(w.name, w.pid, "timeout") for w, _ in live]
             break
         if live:
+            if watch is not None:
+                watch([w for w, _ in live])
             sleep(0.1)
     return results
 

@@ -78,6 +78,30 @@ def parse_job(text: str, now: float) -> NewJob:
     return validate_job(_decode(text), now)
 
 
+def command_of_argv(argv) -> str:
+    """Return the command that runs exactly the arguments of `argv` (a sequence of str) under /bin/sh: each
+    quoted by shlex.join, so no word is expanded, split or read as shell syntax (`$`, `;`, quotes, newlines,
+    globs stay as they are). A first word that starts with a dash is quoted too, since /bin/sh would take a
+    command that starts with one for its own option. Raises InvalidInput for an empty argv.
+    """
+    import shlex
+
+    if not argv:
+        raise InvalidInput("give the command after --: queuectl enqueue [OPTIONS] -- COMMAND [ARG]...")
+    first = argv[0]
+    command = shlex.join(argv)
+    if first.startswith("-") and shlex.quote(first) == first:  # quoted: "'-x' ...", which sh reads as the word -x
+        command = f"'{first}'{command[len(first):]}"
+    return command
+
+
+def parse_argv(argv, fields: dict, now: float) -> NewJob:
+    """Validate a job given as an argv (run without a shell's reading: command_of_argv) and its other fields
+    (`fields`: the JSON form's names and types, None for absent) into a NewJob; raises InvalidInput as
+    parse_job does."""
+    return validate_job({**fields, "command": command_of_argv(argv)}, now)
+
+
 def _decode(text: str):
     """The JSON value of `text`; raises InvalidInput as parse_job says."""
     try:

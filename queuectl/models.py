@@ -45,9 +45,39 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
 
 
+def printable(text: str) -> str:
+    """Return `text` safe to print on a terminal: each character that is not printable (control
+    characters such as ESC and newline, format characters such as U+202E, separators other than
+    the space) as Python writes it in a string literal (\\x1b, \\n, \\u202e), the rest as it is.
+
+    User data (commands, errors, paths, names) goes through it before a terminal sees it, so no
+    escape sequence in it reaches the terminal raw and each value stays on its line.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+#: The most running jobs a draining line names (the others are counted).
+MOST_NAMED = 10
+#: Seconds between two lines that say what a drain waits for (waiting_line), in the worker's log and `worker stop`.
+DRAIN_SAY_EVERY = 5.0
+
+
+def waiting_line(running: list[tuple[str, float]]) -> str:
+    """Return what a drain waits for: "waiting for 2 running jobs: j-41 (12 s), j-44 (3 s)", from (job id,
+    seconds it has run) pairs, longest first, at most MOST_NAMED named ("and 3 more"); ids escaped (printable).
+    The worker logs it while it drains (queuectl.worker), and `worker stop` prints it while it waits."""
+    ordered = sorted(running, key=lambda pair: -pair[1])
+    named = ", ".join(f"{printable(job_id)} ({seconds:.0f} s)" for job_id, seconds in ordered[:MOST_NAMED])
+    more = f", and {len(ordered) - MOST_NAMED} more" if len(ordered) > MOST_NAMED else ""
+    return f"waiting for {len(ordered)} running job{'' if len(ordered) == 1 else 's'}: {named}{more}"
+
+
 def one_line(text: str, width: int) -> str:
-    """Return `text` with its white space folded, cut to `width` characters with '...'."""
-    line = " ".join(text.split())
+    """Return `text` with its white space folded, escaped for the terminal (printable), cut to `width`
+    characters with '...'."""
+    line = printable(" ".join(text.split()))
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
@@ -120,6 +150,24 @@ class Job(NamedTuple):
             d["stdout"] = _text(self.stdout)
             d["stderr"] = _text(self.stderr)
         return d
+
+
+class StoppedWorker(NamedTuple):
+    """A worker that ended (its registration gone), as `status` shows it. Times are Unix seconds on the store's
+    clock; `ended` says how: drained, forced, burst or lost (queuectl.store.shared_schema.STOPPED_WORKERS)."""
+
+    name: str
+    host: str
+    pid: int
+    unit: str | None
+    started_at: float
+    stopped_at: float
+    ended: str
+
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict, times as ISO-8601 UTC."""
+        return {"name": self.name, "host": self.host, "pid": self.pid, "unit": self.unit,
+                "started_at": iso(self.started_at), "stopped_at": iso(self.stopped_at), "ended": self.ended}
 
 
 class WorkerInfo(NamedTuple):

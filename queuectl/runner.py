@@ -117,7 +117,7 @@ def close_inherited_on_exec() -> None:
 
 
 def spawn(command: str, cwd: str | None, env) -> tuple[int, int, int]:
-    """Start `/bin/sh -c command` in a new session; return (pid, stdout fd, stderr fd) to read.
+    """Start `/bin/sh -c -- command` in a new session; return (pid, stdout fd, stderr fd) to read.
 
     stdin is /dev/null. Uses posix_spawn(3) (vfork and exec, none of subprocess's Python
     work per start, which is a large share of a short job's cost). Like subprocess, it
@@ -133,7 +133,7 @@ def spawn(command: str, cwd: str | None, env) -> tuple[int, int, int]:
             here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
             os.chdir(cwd)
         pid = os.posix_spawn(
-            "/bin/sh", ["/bin/sh", "-c", command], env,
+            "/bin/sh", ["/bin/sh", "-c", "--", command], env,  # --: a command may begin with a dash
             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                           (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2)],
             setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),

@@ -50,6 +50,14 @@ def parse_one(text: str, now: float | None = None):
     return parse_job(text, time.time() if now is None else now)
 
 
+def parse_argv(argv: Sequence[str], fields: dict, now: float | None = None):
+    """Parse a job given as an argv, run as it is without a shell's reading, and its other fields (the JSON
+    form's names; None: absent) into a queuectl.jobspec.NewJob; raises InvalidInput."""
+    from queuectl.jobspec import parse_argv as parse
+
+    return parse(argv, fields, time.time() if now is None else now)
+
+
 def enqueue(store, jobs: Sequence, lines: Sequence[int] | None = None) -> list:
     """Add `jobs` (queuectl.jobspec.NewJob) in one transaction, all or none; return a store Enqueued for each.
 
@@ -72,12 +80,15 @@ def enqueue(store, jobs: Sequence, lines: Sequence[int] | None = None) -> list:
         raise NotFound(f"line {lines[e.index]}: {e}") from None
 
 
-def wait(store, job_ids: Sequence[str], patience, timeout: float | None = None) -> Waited:
+def wait(store, job_ids: Sequence[str], patience, timeout: float | None = None,
+         note: Callable[[str], None] | None = None) -> Waited:
     """Wait until every job of `job_ids` has ended (completed, dead or cancelled), or `timeout` seconds passed.
 
     Ids that name no job are returned as `unknown` and nothing is waited for. Reads go through
     `patience` (queuectl.api.outage.Patience; DatabaseUnavailable when it gives up, which a
     `timeout` may bring forward). Jobs are read every queuectl.api.waiting.POLL seconds.
+    `note`, if given, gets a line for each attempt that ends failed meanwhile
+    ("job j1: attempt 2 of 4 failed (exit code 3): retry in 4 s": queuectl.api.waiting.Attempts).
     """
     from queuectl.api.waiting import Waited, wait_for_end
 
@@ -86,22 +97,30 @@ def wait(store, job_ids: Sequence[str], patience, timeout: float | None = None) 
     unknown = [job_id for job_id in job_ids if job_id not in known]
     if unknown:
         return Waited(unknown=unknown)
-    jobs, late = wait_for_end(store, job_ids, patience, timeout)
+    jobs, late = wait_for_end(store, job_ids, patience, timeout, note=note)
     return Waited({j: jobs[j] for j in job_ids}, [], late)
 
 
-def wait_status(store, job_ids: Sequence[str], patience) -> int:
+def wait_enqueued(store, job_ids: Sequence[str], patience, note: Callable[[str], None] | None = None) -> Waited:
+    """Wait for the jobs of `job_ids`, just enqueued, to end (no timeout); return what the wait saw.
+
+    A job deleted meanwhile (purged) is not waited for. Its `status` is the exit status `enqueue
+    --wait` gives (Waited.status). Raises, and says attempts to `note`, as `wait` does.
+    """
+    from queuectl.api.waiting import Waited, wait_for_end
+
+    job_ids = list(dict.fromkeys(job_ids))
+    jobs, _ = wait_for_end(store, job_ids, patience, note=note)
+    return Waited({j: jobs[j] for j in job_ids if j in jobs})
+
+
+def wait_status(store, job_ids: Sequence[str], patience, note: Callable[[str], None] | None = None) -> int:
     """Wait for the jobs of `job_ids` to end (no timeout); return the exit status `enqueue --wait` gives.
 
     That is queuectl.api.waiting.exit_status of the first job, in the order given, that did not
-    complete, else 0. Raises as `wait` does.
+    complete, else 0 (Waited.status). Raises, and says attempts to `note`, as `wait` does.
     """
-    from queuectl.api.waiting import exit_status, wait_for_end
-
-    job_ids = list(dict.fromkeys(job_ids))
-    jobs, _ = wait_for_end(store, job_ids, patience)
-    codes = [exit_status(jobs[job_id]) for job_id in job_ids if job_id in jobs]
-    return next((code for code in codes if code != 0), 0)
+    return wait_enqueued(store, job_ids, patience, note).status
 
 
 def follow(store, job_id: str, out: BinaryIO, err: BinaryIO, note: Callable[[str], None], patience):

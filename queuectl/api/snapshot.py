@@ -66,10 +66,12 @@ class Snapshot:
 
     @property
     def retention(self) -> dict[str, float | None]:
-        """{completed, cancelled, dead: seconds such jobs are kept (None: forever)} (the keep-* settings)."""
+        """{completed, cancelled, dead: seconds such jobs are kept; history: seconds the activity history's minutes
+        are kept} (None: forever) (the keep-* settings)."""
         from queuectl.settings import RETENTION
 
-        return {state: self.settings[key] for state, key in RETENTION.items()}
+        return {**{state: self.settings[key] for state, key in RETENTION.items()},
+                "history": self.settings["keep-history"]}
 
 
 def take(store) -> Snapshot:

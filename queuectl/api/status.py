@@ -6,20 +6,27 @@ from dataclasses import dataclass
 
 #: The held idempotency keys a status report lists, at most (by key; it says how many there are in all).
 KEYS_SHOWN = 20
+#: A status report shows the workers that ended in the last this many seconds, at most STOPPED_SHOWN of them.
+STOPPED_SHOWN_FOR = 3600.0
+STOPPED_SHOWN = 20
 
 
 @dataclass(frozen=True)
 class Status:
     """A status report: the snapshot (queuectl.api.snapshot.Snapshot), up to KEYS_SHOWN held keys as
     (key, job id, JobState) with how many are held in all, this host's worker units
-    (queuectl.units.show: systemd's properties of each, by Id; empty without systemd), and the jobs
-    completed and failed per minute over the last 1, 5 and 15 minutes (queuectl.api.history.rates)."""
+    (queuectl.units.show: systemd's properties of each, by Id; empty without systemd), the jobs
+    completed and failed per minute over the last 1, 5 and 15 minutes (queuectl.api.history.rates), the
+    workers that ended in the last STOPPED_SHOWN_FOR seconds (queuectl.models.StoppedWorker, newest first,
+    at most STOPPED_SHOWN) and the store's clock when they were read (`now`, Unix seconds)."""
 
     snapshot: object
     keys: list
     keys_held: int
     units: list[dict[str, str]]
     rates: dict
+    stopped: list = ()
+    now: float = 0.0
 
     def to_dict(self) -> dict:
         """Return the report as `status --json` prints it."""
@@ -36,6 +43,7 @@ class Status:
                 "retention": snap.retention,
                 "rates": self.rates,
                 "workers": [w.info.to_dict(w.heartbeat_age, w.state) for w in snap.workers],
+                "stopped_workers": [w.to_dict() for w in self.stopped],
                 "units": [{"unit": u["Id"], "active_state": u.get("ActiveState"), "sub_state": u.get("SubState"),
                            "n_restarts": int(u.get("NRestarts") or 0), "status_text": u.get("StatusText", ""),
                            "main_pid": int(u.get("MainPID") or 0)} for u in self.units]}
@@ -50,7 +58,9 @@ def status(store) -> Status:
 
     snap = take(store)
     keys, keys_held = store.held_keys(KEYS_SHOWN)
-    return Status(snap, keys, keys_held, units.show(), rates(store, snap.now.wall))
+    now = store.clock()
+    return Status(snap, keys, keys_held, units.show(), rates(store, snap.now.wall),
+                  store.stopped_workers(now - STOPPED_SHOWN_FOR, STOPPED_SHOWN), now)
 
 
 def metrics(store) -> str:

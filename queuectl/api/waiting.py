@@ -25,16 +25,19 @@ STOP_POLL = 0.05
 
 
 def wait_for_end(store: CommandStore, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, Job], list[str]]:
+                 sleep: Callable[[float], None] = time.sleep,
+                 note: Callable[[str], None] | None = None) -> tuple[dict[str, Job], list[str]]:
     """Wait until every job of `job_ids` has ended, or `timeout` seconds (None: no limit) have passed.
 
     Returns (the jobs as last read, by id; the ids of those that had not ended when the time
     ran out, empty if all ended). Ids that name no job must be left out by the caller (they
     would never end); one deleted while waited for counts as ended as it was last read. Reads
     go through `patience` (queuectl.api.outage), which rides out an outage of the database and
-    raises DatabaseUnavailable when it gives up.
+    raises DatabaseUnavailable when it gives up. `note`, if given, gets one line for each
+    attempt that ends failed meanwhile (Attempts).
     """
-    return wait_until(store, job_ids, lambda job: job.state.ended, patience, timeout, sleep=sleep)
+    seen = None if note is None else Attempts(store, patience, note).seen
+    return wait_until(store, job_ids, lambda job: job.state.ended, patience, timeout, sleep=sleep, seen=seen)
 
 
 def wait_for_stop(store: CommandStore, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,
@@ -51,10 +54,11 @@ def wait_for_stop(store: CommandStore, job_ids: Sequence[str], patience: Patienc
 
 
 def wait_until(store: CommandStore, job_ids: Sequence[str], settled: Callable[[Job], bool], patience: Patience,
-               timeout: float | None = None, poll: float = POLL,
-               sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, Job], list[str]]:
+               timeout: float | None = None, poll: float = POLL, sleep: Callable[[float], None] = time.sleep,
+               seen: Callable[[Job], None] | None = None) -> tuple[dict[str, Job], list[str]]:
     """Read the jobs of `job_ids` every `poll` seconds until `settled(job)` holds for each, or `timeout`
     seconds (None: no limit) have passed; return as wait_for_end does (which is this with "has ended").
+    `seen`, if given, is called with each job read, in the order of `job_ids`.
 
     A job that does not exist (any more) is not waited for; the caller finds it missing from
     the jobs returned. Raises DatabaseUnavailable when `patience` gives up on an outage (it may
@@ -64,7 +68,12 @@ def wait_until(store: CommandStore, job_ids: Sequence[str], settled: Callable[[J
     jobs: dict[str, Job] = {}
     waiting = list(dict.fromkeys(job_ids))
     while True:
-        jobs.update(patience.read(lambda: store.jobs_by_id(waiting), deadline))
+        read = patience.read(lambda: store.jobs_by_id(waiting), deadline)
+        jobs.update(read)
+        if seen is not None:
+            for job_id in waiting:
+                if job_id in read:
+                    seen(read[job_id])
         waiting = [j for j in waiting if j in jobs and not settled(jobs[j])]
         if not waiting:
             return jobs, []
@@ -72,6 +81,70 @@ def wait_until(store: CommandStore, job_ids: Sequence[str], settled: Callable[[J
         if left is not None and left <= 0:
             return jobs, waiting
         sleep(poll if left is None else min(poll, left))
+
+
+class Attempts:
+    """Say each attempt of the jobs a wait reads that ends failed, one line each to `note` (a job's attempts,
+    read every POLL, are lines in their order; none is said twice):
+
+        job j1: attempt 2 of 4 failed (exit code 3): retry in 4 s
+        job j1: attempt 4 of 4 failed (exit code 3): dead
+
+    The retry's delay is the job's own (its run_at after its end's record); "of 4" counts its first run
+    and its retries (its max_retries, else the max-retries setting, read once when first needed). An
+    attempt whose failed state no read saw (its retry started within POLL) says "retried". The first
+    read of a job says only a failure whose retry it is waiting for: an end that came before the wait
+    is the final line's (the caller's), and the attempts before it are history. A job retried
+    (`queuectl retry`, attempts back to 0) starts its count again. The error is escaped for the
+    terminal (queuectl.models.printable).
+    """
+
+    def __init__(self, store: CommandStore, patience: Patience, note: Callable[[str], None]):
+        self.store, self.patience, self.note = store, patience, note
+        self._said: dict[str, int] = {}  # job id -> the attempts whose end was said (or came before the wait)
+        self._settings: dict | None = None
+
+    def seen(self, job: Job) -> None:
+        """Say the attempts of `job` (as just read) that ended failed since its last read."""
+        ended = ended_attempts(job)
+        said = self._said.get(job.id)
+        if said is None or ended < said:
+            said = ended - 1 if job.state == JobState.FAILED else ended
+        for attempt in range(said + 1, ended + 1):
+            self.note(attempt_line(job, attempt, self._runs(job), latest=attempt == ended))
+        self._said[job.id] = ended
+
+    def _runs(self, job: Job) -> int:
+        """The most attempts `job` has: its first run and its retries."""
+        from queuectl.backoff import retry_limit
+
+        if job.max_retries is None and self._settings is None:
+            self._settings = self.patience.read(self.store.settings)
+        return retry_limit(job.max_retries, self._settings or {}) + 1
+
+
+def ended_attempts(job: Job) -> int:
+    """How many of `job`'s counted attempts have ended: all of them, except one that runs now (its start recorded)
+    or that completed. A cancelled job's last attempt, stopped by the cancel, is no failure: it counts as running."""
+    running = job.state in (JobState.COMPLETED, JobState.CANCELLED) or (
+        job.state == JobState.PROCESSING and job.started_at is not None)
+    return max(job.attempts - running, 0)
+
+
+def attempt_line(job: Job, attempt: int, runs: int, latest: bool) -> str:
+    """The line that says attempt `attempt` (of `runs` at most) of `job` ended failed; `latest`: it is the
+    job's latest ended attempt, whose error the record holds and whose outcome is its state."""
+    from queuectl.backoff import delay_text
+    from queuectl.models import printable
+
+    line = f"job {job.id}: attempt {attempt} of {runs} failed"
+    if latest and job.last_error:
+        line += f" ({printable(job.last_error)})"
+    if latest and job.state == JobState.FAILED:
+        return f"{line}: retry in {delay_text(job.run_at - job.updated_at)}"
+    if latest and job.state == JobState.DEAD:
+        return f"{line}: dead"
+    return f"{line}: retried"
 
 
 @dataclass(frozen=True)
@@ -87,6 +160,12 @@ class Waited:
     def failed(self) -> list:
         """The jobs waited for that ended without completing, in the order asked."""
         return [j for j in self.jobs.values() if j.state != JobState.COMPLETED]
+
+    @property
+    def status(self) -> int:
+        """The exit status `enqueue --wait` gives: exit_status of the first job, in the order asked, that did not
+        complete, else 0."""
+        return next((code for code in map(exit_status, self.failed) if code != 0), 0)
 
 
 #: The exit status of a wait for a job whose last attempt timed out: timeout(1)'s.

@@ -35,6 +35,9 @@ class HelpGroup(click.Group):
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout, nothing else.")
+#: A waiting command's --quiet: no line for each failed attempt (the lines of jobs that did not complete stay).
+quiet_option = click.option("--quiet", "-q", is_flag=True,
+                            help="While waiting, print no line for each failed attempt.")
 
 
 #: Passes the context object, a queuectl.api.database.Database (the database named, opened on first use).

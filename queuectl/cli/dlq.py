@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from queuectl.cli.common import MOST_LISTED, HelpGroup, json_option, note_truncation, pass_app, print_json, print_table
-from queuectl.models import JobState, iso, one_line
+from queuectl.models import JobState, iso, one_line, printable
 
 
 @click.group(cls=HelpGroup)
@@ -39,7 +39,8 @@ def list_(app, limit, as_json):
         return
     print_table(
         ["ID", "QUEUE", "ATTEMPTS", "DIED", "LAST ERROR", "COMMAND"],
-        [[j.id, j.queue, j.attempts, iso(j.finished_at), j.last_error, one_line(j.command, 40)] for j in jobs],
+        [[j.id, j.queue, j.attempts, iso(j.finished_at), printable(j.last_error or ""), one_line(j.command, 40)]
+         for j in jobs],
     )
     note_truncation(len(jobs), total)
 

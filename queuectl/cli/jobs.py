@@ -8,10 +8,10 @@ import click
 
 from queuectl.api import jobs as api
 from queuectl.cli.common import (MOST_LISTED, Seconds, json_option, note_truncation, outage_doc, pass_app, patience,
-                                 print_json, print_table)
-from queuectl.cli.enqueue import _follow, _not_completed, _ready_for_ctrl_c, _stopped_waiting
+                                 print_json, print_table, quiet_option)
+from queuectl.cli.enqueue import _attempt_note, _follow, _not_completed, _ready_for_ctrl_c, _stopped_waiting
 from queuectl.errors import InvalidInput
-from queuectl.models import JobState, iso, one_line
+from queuectl.models import JobState, iso, one_line, printable
 
 STATE_CHOICE = click.Choice([s.value for s in JobState])
 
@@ -63,8 +63,15 @@ def show(app, job_id, as_json):
         print_json(d)
         return
     for key, value in d.items():
-        shown = ", ".join(value) if isinstance(value, list) else "" if value is None else value
-        click.echo(f"{key + ':':13} {shown}")
+        click.echo(f"{key + ':':13} {_shown(key, value)}")
+
+
+def _shown(key: str, value) -> str:
+    """A field of `show` as text: "never" for a time not set (`..._at`), "-" for any other unset or empty field;
+    user data escaped for the terminal (queuectl.models.printable)."""
+    if value is None or value == []:
+        return "never" if key.endswith("_at") else "-"
+    return printable(", ".join(value) if isinstance(value, list) else str(value))
 
 
 @click.command()
@@ -111,13 +118,16 @@ def logs(app, job_id, follow, as_json):
 @click.option("--timeout", type=Seconds(), default=None, metavar="SECONDS",
               help="Give up after this long: seconds, or 90s, 10m, 1h (exit 124, as timeout(1)).")
 @json_option
+@quiet_option
 @pass_app
 @outage_doc
-def wait(app, job_ids, timeout, as_json):
+def wait(app, job_ids, timeout, as_json, quiet):
     """Wait until every job named has ended: completed, dead or cancelled.
 
-    Exit 0 when all completed; 1 when any ended dead or cancelled (a line each on
-    stderr, with its last error) or an id names no job (nothing is waited for then);
+    While it waits, each attempt that fails is one line on stderr ("job ID: attempt 2 of 4
+    failed (exit code 3): retry in 4 s", and "...: dead" for the last); --quiet leaves them
+    out; stdout holds only the --json answer. Exit 0 when all completed; 1 when any ended dead
+    or cancelled (a line each on stderr, with its last error) or an id names no job (nothing is waited for then);
     124 when --timeout passes first; 130 on Ctrl+C. It notices an end within 0.1 s of its record,
     from any host on PostgreSQL. An outage of the database is ridden out (a line on stderr
     says so) for up to OUTAGE_LIMIT or until --timeout, then it exits 1.
@@ -132,16 +142,17 @@ def wait(app, job_ids, timeout, as_json):
     waiting = patience()
     _ready_for_ctrl_c()
     try:
-        return _wait(app.store(), job_ids, waiting, timeout, as_json)
+        return _wait(app.store(), job_ids, waiting, timeout, as_json, _attempt_note(quiet))
     except KeyboardInterrupt:
         return _stopped_waiting(job_ids, "the jobs go on")
 
 
-def _wait(store, job_ids: list[str], waiting, timeout: float | None, as_json: bool) -> int:
-    """`wait`'s work (see it), once the store is open, riding out outages with `waiting`; returns the exit code."""
+def _wait(store, job_ids: list[str], waiting, timeout: float | None, as_json: bool, note) -> int:
+    """`wait`'s work (see it), once the store is open, riding out outages with `waiting`, a line per failed
+    attempt to `note` (None: none); returns the exit code."""
     from queuectl.api.waiting import EXIT_TIMEOUT
 
-    waited = api.wait(store, job_ids, waiting, timeout)
+    waited = api.wait(store, job_ids, waiting, timeout, note)
     for job_id in waited.unknown:
         click.echo(f"queuectl: error: no job with id {job_id!r}", err=True)
     if waited.unknown:

@@ -61,6 +61,11 @@ def status(app, as_json):
             rows.append([d["name"], d["state"], d["pid"], d["host"], f"{d['busy']}/{d['slots']}",
                          f"{d['heartbeat_age']:.1f}s", ",".join(d["jobs"]) or "-"])
         print_table(["NAME", "STATE", "PID", "HOST", "BUSY", "HEARTBEAT", "JOBS"], rows)
+    if report.stopped:
+        click.echo(f"\nStopped in the last hour ({len(report.stopped)})")
+        print_table(["NAME", "ENDED", "STOPPED", "PID", "HOST", "UNIT"],
+                    [[w.name, w.ended, f"{max(report.now - w.stopped_at, 0):.0f}s ago", w.pid, w.host, w.unit or "-"]
+                     for w in report.stopped])
     if unit_states:
         click.echo(f"\nUnits ({len(unit_states)})")
         print_table(["UNIT", "ACTIVE", "SUB", "RESTARTS", "STATUS"],

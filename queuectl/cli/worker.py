@@ -114,9 +114,11 @@ def stop(app, names, timeout, force):
 
     Running the command again while workers drain only waits again; --force stops their
     running jobs and puts them back to pending without using an attempt. Exits 1 if a
-    worker is still running when --timeout runs out. The wait needs no database; --force
-    reads whether each worker has taken the first signal, and while the database is
-    unavailable (a line on stderr says so) sends the second after 10 s regardless.
+    worker is still running when --timeout runs out. While it waits, a line on stderr
+    says for what, after 1 s and then every 5 s ("waiting for 2 running jobs: j-41 (12 s),
+    j-44 (3 s)"), read from the database (no line while it is unavailable: the stop goes
+    on); --force reads whether each worker has taken the first signal, and while the
+    database is unavailable (a line on stderr says so) sends the second after 10 s regardless.
 
     \b
     Examples:
@@ -127,7 +129,7 @@ def stop(app, names, timeout, force):
     from queuectl.api.workers import stop as stop_workers
 
     waiting = patience()  # a bad QUEUECTL_OUTAGE_LIMIT refused first
-    results = stop_workers(app.store(), waiting, names, timeout, force)
+    results = stop_workers(app.store(), waiting, names, timeout, force, note=lambda line: click.echo(line, err=True))
     if not results:
         click.echo("no workers are running on this host", err=True)
         return

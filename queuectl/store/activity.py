@@ -58,7 +58,8 @@ class ActivityRow(NamedTuple):
 
 
 def table(real: str, integer: str, *, primary_key: bool = True) -> str:
-    """The column list of the activity table (`real` and `integer`: the engine's types)."""
+    """Return the column list of the activity table (`real` and `integer`: the engine's types; `primary_key`
+    False for PostgreSQL's activity_deltas, which only appends)."""
     cols = ["queue text NOT NULL", f"minute {integer} NOT NULL",
             *(f"{c} {integer} NOT NULL DEFAULT 0" for c in (*COUNTS, *WAIT, *RUN)),
             f"wait_sum {real} NOT NULL DEFAULT 0", f"run_sum {real} NOT NULL DEFAULT 0"]
@@ -130,7 +131,7 @@ WATCHED = "state, started_at, end_code"
 
 
 def sqlite_trigger() -> str:
-    """SQLite's row trigger that adds a job's change to its minute's row (schema step 11)."""
+    """Return SQLite's row trigger that adds a job's change to its minute's row (schema step 11)."""
     t = _transitions("OLD.", "NEW.")
     values = ", ".join(_changes("OLD.", "NEW.", "CAST({} / 60 AS INTEGER) * 60"))
     return (f"CREATE TRIGGER jobs_activity AFTER UPDATE OF {WATCHED} ON jobs\n"
@@ -139,7 +140,7 @@ def sqlite_trigger() -> str:
 
 
 def postgres_trigger() -> str:
-    """PostgreSQL's statement trigger that appends a statement's activity, summed by queue and minute, to
+    """Return PostgreSQL's statement trigger that appends a statement's activity, summed by queue and minute, to
     activity_deltas (schema step 10)."""
     values = ", ".join(f"{x} AS {name}" for x, name in zip(
         _changes("o.", "n.", "(floor({} / 60) * 60)::bigint"), ("queue", "minute", *SUMMED)))

@@ -94,7 +94,7 @@ class CancelResult(NamedTuple):
 class JobProcess(NamedTuple):
     """A processing job with where it runs: what a recovery needs to kill it first.
 
-    `host` and `boot_id` are its worker's; None when the worker's registration is gone.
+    `host`, `boot_id` and `worker_pid` are its worker's; None when the worker's registration is gone.
     """
 
     job_id: str
@@ -108,6 +108,7 @@ class JobProcess(NamedTuple):
     attempts: int = 0  # attempts counted, this one included once its start is recorded
     uid: int | None = None  # its worker's effective uid
     started: bool = True  # False: claimed and its start never recorded (its run would be attempt attempts + 1)
+    worker_pid: int | None = None  # its worker's pid, as it registered (in its jobs' QUEUECTL_WORKER_PID)
 
 
 def due_on_monotonic(now: Instant, delay: float | None) -> tuple[str | None, float | None]:

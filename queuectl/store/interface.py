@@ -16,7 +16,7 @@ from typing import Any, Protocol, Sequence
 
 from queuectl.clock import Instant
 from queuectl.jobspec import NewJob
-from queuectl.models import Job, JobState, QueueLimit, Schedule, WorkerInfo
+from queuectl.models import Job, JobState, QueueLimit, Schedule, StoppedWorker, WorkerInfo
 from queuectl.store.activity import ActivityRow
 from queuectl.store.base import CancelResult, Enqueued, Exchanged, FollowedOutput, JobProcess
 from queuectl.store.request import Exchange
@@ -71,6 +71,9 @@ class CommandStore(Shared, Protocol):
     def read_output(self, job_id: str, attempt: int | None,
                     positions: tuple[int, int]) -> tuple[Job, FollowedOutput | None]:
         """The job and its stored output past `positions` (bytes of stdout, stderr) of `attempt`; raises NotFound."""
+
+    def stopped_workers(self, since: float, limit: int = 20) -> list[StoppedWorker]:
+        """Up to `limit` workers that ended since `since` (Unix seconds), newest first."""
 
     def held_keys(self, limit: int = 100) -> tuple[list[tuple[str, str, JobState]], int]:
         """([(key, job id, state)] of up to `limit` held idempotency keys, by key; how many are held in all)."""
@@ -158,8 +161,8 @@ class WorkerStore(Shared, Protocol):
     def mark_draining(self, worker_id: int, now: Instant | float) -> None:
         """Record that the worker drains."""
 
-    def deregister(self, worker_id: int) -> None:
-        """Remove the registration (a clean stop)."""
+    def deregister(self, worker_id: int, ended: str = "drained", now: Instant | float | None = None) -> None:
+        """Remove the registration (a clean stop: drained, forced or burst), keeping that it ended for `status`."""
 
     def exchange(self, worker_id: int, ex: Exchange, queues: Sequence[str], now: Instant | float,
                  config: dict[str, Any] | None = None) -> Exchanged:

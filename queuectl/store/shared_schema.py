@@ -73,6 +73,26 @@ CREATE TABLE queue_starts (queue TEXT NOT NULL, at REAL_T NOT NULL);
 CREATE INDEX queue_starts_queue ON queue_starts (queue, at);
 """
 
+#: Workers that ended, kept after their registration goes so that `status` shows them (the newest
+#: KEEP_STOPPED rows: queuectl.store.workers), as both engines add them (SEQ_PK, REAL_T, INT_T: each
+#: engine's types). `ended`: drained (stopped on request, its jobs finished), forced (a second stop
+#: signal requeued its running jobs), burst (no more work), lost (found dead or stale; its jobs
+#: recovered). Nothing else reads it: recovery and liveness go by the workers table alone.
+STOPPED_WORKERS = """
+CREATE TABLE stopped_workers (
+    seq        SEQ_PK,
+    worker_id  INT_T NOT NULL,                 -- the registration's id
+    name       TEXT NOT NULL,
+    host       TEXT NOT NULL,
+    pid        INT_T NOT NULL,
+    unit       TEXT,
+    started_at REAL_T NOT NULL,
+    stopped_at REAL_T NOT NULL,                -- on the store's clock
+    ended      TEXT NOT NULL CHECK (ended IN ('drained', 'forced', 'burst', 'lost'))
+);
+CREATE INDEX stopped_workers_at ON stopped_workers (stopped_at);
+"""
+
 #: The clock of a rate-limited claim (queuectl.store.timing), as both engines add it (REAL_T: each engine's
 #: type): the boot id and CLOCK_MONOTONIC seconds of the claiming worker beside its wall-clock `at`. Rows
 #: from before (NULL boot) are read on the wall clock, as before.

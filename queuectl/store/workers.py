@@ -8,7 +8,7 @@ from typing import Any
 from queuectl.backoff import last_attempt
 from queuectl.clock import Instant, instant
 from queuectl.errors import Conflict
-from queuectl.models import JobState, WorkerInfo
+from queuectl.models import JobState, StoppedWorker, WorkerInfo
 from queuectl.store.base import JobProcess, after_failure
 from queuectl.store import fragments
 from queuectl.store.core import RELEASED, RESCHEDULE, SqlCore
@@ -21,6 +21,18 @@ from queuectl.store.settings import read_settings
 #: RESCHEDULE's, fragments.ENDED_SET's, end_code, seq.
 _RECOVERED = placeholders(f"UPDATE jobs SET state = ?, attempts = ?, started_at = coalesce(started_at, ?), {RESCHEDULE},"
                           f" {fragments.ENDED_SET.replace('end_code = NULL', 'end_code = ?')} WHERE seq = ?")[0]
+
+
+#: The workers that ended kept at most (the newest; `status` shows those of the last STOPPED_SHOWN_FOR seconds).
+KEEP_STOPPED = 100
+#: How each end of a worker is kept (stopped_workers.ended).
+ENDINGS = ("drained", "forced", "burst", "lost")
+#: Copies a registration that ends into stopped_workers (parameters: stopped_at, ended, the worker's id), and keeps
+#: the newest KEEP_STOPPED rows (parameter: KEEP_STOPPED, the offset of the newest row to go).
+_KEEP_ENDED = ("INSERT INTO stopped_workers (worker_id, name, host, pid, unit, started_at, stopped_at, ended)"
+               " SELECT id, name, host, pid, unit, started_at, ?, ? FROM workers WHERE id = ?")
+_TRIM_ENDED = ("DELETE FROM stopped_workers WHERE seq <= (SELECT seq FROM stopped_workers ORDER BY seq DESC"
+               " LIMIT 1 OFFSET ?)")
 
 
 class WorkerStore(SqlCore):
@@ -75,10 +87,30 @@ class WorkerStore(SqlCore):
             self.c.execute("UPDATE workers SET draining_since = ? WHERE id = ? AND draining_since IS NULL",
                            (instant(now).wall, worker_id))
 
-    def deregister(self, worker_id: int) -> None:
-        """Remove the worker's registration."""
+    def deregister(self, worker_id: int, ended: str = "drained", now: Instant | float | None = None) -> None:
+        """Remove the worker's registration; keep that it ended, how (`ended`: drained, forced or burst) and when
+        (`now`, default the store's clock), for `status` (stopped_workers). Raises ValueError for another `ended`.
+        """
+        if ended not in ENDINGS:
+            raise ValueError(f"a worker ends drained, forced, burst or lost, not {ended!r}")
+        wall = self.clock() if now is None else instant(now).wall
         with self._write() as c:
+            self._keep_ended(c, worker_id, ended, wall)
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
+
+    @staticmethod
+    def _keep_ended(c, worker_id: int, ended: str, wall: float) -> None:
+        """Copy registration `worker_id`, which ends now (`wall`), into stopped_workers; keep its newest rows."""
+        c.execute(_KEEP_ENDED, (wall, ended, worker_id))
+        c.execute(_TRIM_ENDED, (KEEP_STOPPED,))
+
+    def stopped_workers(self, since: float, limit: int = 20) -> list[StoppedWorker]:
+        """Return up to `limit` workers that ended at or after `since` (Unix seconds, the store's clock), newest
+        first (of the newest KEEP_STOPPED kept)."""
+        with self._errors():
+            rows = self.c.execute("SELECT name, host, pid, unit, started_at, stopped_at, ended FROM stopped_workers"
+                                  " WHERE stopped_at >= ? ORDER BY seq DESC LIMIT ?", (since, limit)).fetchall()
+        return [StoppedWorker(*r) for r in rows]
 
     def worker_pids(self, host: str) -> list[tuple[int, str]]:
         """Return (pid, boot identity) of the workers registered from `host`."""
@@ -114,12 +146,13 @@ class WorkerStore(SqlCore):
         with self._errors():
             rows = self.c.execute(
                 "SELECT j.id, j.worker_id, j.pgid, j.pgid_start, j.queue, j.attempts, w.host, w.boot_id, w.pid_ns,"
-                f" w.uid, j.started_at FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id"
+                f" w.uid, w.pid, j.started_at FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id"
                 f" WHERE j.state = 'processing' AND ({where})",
                 params,
             ).fetchall()
         return [JobProcess(r["id"], r["worker_id"], r["pgid"], r["pgid_start"], r["host"], r["boot_id"],
-                           r["pid_ns"], r["queue"], r["attempts"], r["uid"], r["started_at"] is not None) for r in rows]
+                           r["pid_ns"], r["queue"], r["attempts"], r["uid"], r["started_at"] is not None, r["pid"])
+                for r in rows]
 
     def recover(self, worker_id: int | None, seen: tuple | None, now: Instant | float,
                 config: dict[str, Any] | None = None) -> list[tuple[str, JobState]]:
@@ -161,6 +194,7 @@ class WorkerStore(SqlCore):
         else:
             # The registration goes first: on PostgreSQL that waits for a claim of this worker
             # in flight (it holds a share lock on the row), whose jobs the next read then sees.
+            self._keep_ended(c, worker_id, "lost", now.wall)
             c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
             rows = c.execute(
                 "SELECT seq, id, attempts, max_retries, cancel_requested_at, started_at FROM jobs"

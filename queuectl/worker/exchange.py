@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import logging
 
+from queuectl.backoff import backoff_delay, retry_text
 from queuectl.errors import DatabaseError, NotFound
-from queuectl.models import JobState
+from queuectl.models import JobState, printable
 from queuectl.runner import RunResult
 from queuectl.store import Exchange, Outcome, Running
 from queuectl.worker.output import next_output_due, output_recorded
@@ -42,6 +43,11 @@ class Exchanger:
 
     def __init__(self, worker):
         self.worker = worker
+        self.attempts: dict[str, tuple[int, int]] = {}  # job id -> (its attempt running here, its retries)
+
+    def started(self, job_id: str, attempt: int, retries: int) -> None:
+        """Note that attempt `attempt` of a job with `retries` retries started here (for the line of its end)."""
+        self.attempts[job_id] = (attempt, retries)
 
     def batching(self) -> bool:
         """Return True while ends may wait RECORD_WITHIN for the ends that follow: short jobs keep the slots busy."""
@@ -75,6 +81,7 @@ class Exchanger:
         w.ledger.recorded(ex)
         output_recorded(w.runner.running, ex.output, now)
         for key in ex.requeue:
+            self.attempts.pop(key, None)
             log.warning("job %s stopped and put back to pending (cancelled instead if a cancel of it was requested)",
                         key)
         for key in ex.release:
@@ -121,8 +128,10 @@ class Exchanger:
         return job.state if job.worker_id is None and job.finished_at == outcome.ended_at else None
 
     def _report(self, outcome: Outcome, state) -> None:
-        """Log how a recorded job ended and count it in the worker's stats."""
+        """Log how a recorded job ended, its outcome said once ("retry 2/3 in 4 s (exit code 3)", "dead: exit
+        code 3 (attempt 4 of 4)"), and count it in the worker's stats."""
         stats = self.worker.stats
+        attempt = self.attempts.pop(outcome.job_id, None)
         if state is None:
             log.warning("job %s was taken from this worker (recovered elsewhere); its result is dropped",
                         outcome.job_id)
@@ -133,4 +142,16 @@ class Exchanger:
             log.info("job %s completed", outcome.job_id)
         else:
             stats.failed += 1
-            log.warning("job %s failed (%s): now %s", outcome.job_id, outcome.error, state.value)
+            log.warning("job %s: %s", outcome.job_id, self._failure(outcome, state, attempt))
+
+    def _failure(self, outcome: Outcome, state, attempt: tuple[int, int] | None) -> str:
+        """The outcome of a failed attempt (`attempt`: its number and the job's retries; None: not started here)
+        once recorded in `state`: a retry after its backoff (the store's rule, from the settings in force), or dead."""
+        error = printable(outcome.error or "failed")
+        if state == JobState.FAILED and attempt is not None:
+            config = self.worker.config
+            delay = backoff_delay(attempt[0], config["backoff-base"], config["backoff-max"])
+            return f"{retry_text(*attempt, delay)} ({error})"
+        if state == JobState.DEAD and attempt is not None:
+            return f"dead: {error} (attempt {attempt[0]} of {attempt[1] + 1})"
+        return f"{'retry scheduled' if state == JobState.FAILED else state.value}: {error}"

@@ -26,10 +26,10 @@ from typing import Callable, Sequence
 
 from queuectl import procs
 from queuectl import settings as settings_mod
-from queuectl.backoff import last_attempt
+from queuectl.backoff import last_attempt, retry_limit
 from queuectl.clock import Instant
 from queuectl.errors import DatabaseError, InvalidConfig, InvalidInput, QueuectlError
-from queuectl.models import Job, one_line
+from queuectl.models import DRAIN_SAY_EVERY, Job, one_line, waiting_line
 from queuectl.notify import Notifier
 from queuectl.runner import JobEnvironment, Runner
 from queuectl.signals import on_stop
@@ -115,6 +115,8 @@ class Worker:
         self.periodic = [Retention(self), Schedules(self)]  # not while draining
         self.exit_code: int | None = None
         self._draining_recorded = False
+        self._forced = False  # a second stop signal stopped running jobs
+        self._drain_said_at = float("-inf")  # monotonic time of the last line saying what the drain waits for
         self._env = JobEnvironment()
         self.wakeups.listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 
@@ -156,10 +158,17 @@ class Worker:
                         self.store.maintain(self.worker_id)
                     except QueuectlError as e:
                         log.warning("housekeeping at exit skipped: %s", e)
-                    self.store.deregister(self.worker_id)
+                    self.store.deregister(self.worker_id, self._ended())
                 self.runner.close()
                 self.wakeups.close()
         return code
+
+    def _ended(self) -> str:
+        """How this worker ends, as stopped_workers keeps it: forced (a second stop signal stopped running jobs),
+        drained (stopped on request), or burst (out of work)."""
+        if self._forced:
+            return "forced"
+        return "drained" if self.stop_requests else "burst"
 
     def request_stop(self, signum: int) -> None:
         """Record a stop request (a signal handler: no I/O here). The second one forces the stop."""
@@ -244,6 +253,7 @@ class Worker:
             stopping = self.stop_requests > 0
             if stopping:
                 self._drain_begins()
+                self._say_drain(now)
             run_due(self.before_exchange, now)
             self.give_back(self.claims.held_back(now, self.runner.running))
             claim = self.claims.wanted(now, len(self.runner.running), stopping)
@@ -303,15 +313,24 @@ class Worker:
         self.exit_code = EXIT_OK
         return True
 
+    def _say_drain(self, now: float) -> None:
+        """While draining, log what the drain waits for every DRAIN_SAY_EVERY seconds (queuectl.models.waiting_line),
+        so that a `systemctl stop`'s journal says it."""
+        if self.runner.running and now >= self._drain_said_at + DRAIN_SAY_EVERY:
+            self._drain_said_at = now
+            log.info("%s", waiting_line([(key, now - job.started) for key, job in self.runner.running.items()]))
+
     def _on_stop_request(self, announced: int) -> int:
         if announced == 0:
             log.info("stop requested: draining %d running job(s); a second signal stops them",
                      len(self.runner.running))
             self.notifier.stopping(f"draining {len(self.runner.running)} job(s)")
+            self._drain_said_at = self.monotonic() - DRAIN_SAY_EVERY  # the first line at once
         if self.stop_requests >= 2 and self.runner.running and not self.ledger.forced:
             log.warning("second stop request: terminating %d running job(s) and requeueing them",
                         len(self.runner.running))
             self.ledger.forced.update(self.runner.running)
+            self._forced = True
             self.runner.stop_all(signal.SIGTERM)
         return self.stop_requests
 
@@ -355,9 +374,11 @@ class Worker:
         if last_attempt(job.attempts, job.max_retries, self.config):
             self.exchange.record_start(job.id, wall)
         env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
-                             "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id)})
+                             "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id),
+                             "QUEUECTL_WORKER_PID": str(os.getpid())})  # as registered
         proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
         self.claims.started(job)
+        self.exchange.started(job.id, attempt, retry_limit(job.max_retries, self.config))
         self.ledger.started(job.id, proc, wall)
         # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO
         log.debug("job %s started (attempt %d): %s", job.id, attempt, one_line(job.command, 80))

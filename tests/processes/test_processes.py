@@ -191,7 +191,7 @@ def test_killed_worker_job_recovered_at_once_by_a_local_peer(db, run_cli, store,
     assert gone(pgid)
     assert not (tmp_path / "first").exists()
     log = WorkerProcs.output(b)
-    assert "recovered job victim from dead worker 'a' (worker lost): now failed" in log, log
+    assert "recovered job victim from dead worker 'a' (worker lost): retry scheduled" in log, log
     assert store.worker_by_name("a") is None
     b.send_signal(signal.SIGTERM)
     assert wait_exit(b) == 0
@@ -817,7 +817,7 @@ def test_a_cancel_request_survives_the_workers_death(db, run_cli, store, workers
     time.sleep(0.5)
     job = store.get_job("doomed")
     assert (job.state, job.attempts) == (JobState.CANCELLED, 1)  # never retried
-    assert "recovered job doomed from dead worker 'a' (worker lost): now cancelled" in WorkerProcs.output(b)
+    assert "recovered job doomed from dead worker 'a' (worker lost): cancelled" in WorkerProcs.output(b)
     b.send_signal(signal.SIGTERM)
     assert wait_exit(b) == 0
 

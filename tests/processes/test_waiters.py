@@ -57,13 +57,37 @@ def _enqueue_wait(db: str, job: dict, **kw) -> subprocess.CompletedProcess:
 def test_enqueue_wait_exits_as_the_command_did(db, run_cli, store, workers):
     configure(run_cli, ("max-retries", "0"), ("poll-interval", "0.1"))
     workers.start("--count", "2")
-    done = _enqueue_wait(db, {"id": "fine", "command": "echo out"})
+    done = _enqueue_wait(db, {"id": "fine", "command": "echo out"})  # no attempt failed: nothing on stderr
     assert (done.returncode, done.stdout, done.stderr) == (0, "fine\n", "")
     assert _enqueue_wait(db, {"id": "three", "command": "exit 3"}).returncode == 3
     assert _enqueue_wait(db, {"id": "slow", "command": "sleep 30", "timeout": 0.5}).returncode == 124
     assert _enqueue_wait(db, {"id": "missing", "command": "true", "cwd": "/no/such/dir"}).returncode == 1
     assert [store.get_job(j).state for j in ("fine", "three", "slow", "missing")] == [
         JobState.COMPLETED, JobState.DEAD, JobState.DEAD, JobState.DEAD]
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_enqueue_wait_and_wait_say_each_failed_attempt_on_stderr_and_stdout_stays_the_answer(db, run_cli, store,
+                                                                                                workers, quiet):
+    configure(run_cli, ("max-retries", "1"), ("poll-interval", "0.1"))  # backoff-base 2: a retry 2 s later
+    workers.start()
+    flag = ["--quiet"] if quiet else []
+    enqueuer = subprocess.Popen([*QUEUECTL, "--db", db, "enqueue", "--wait", *flag, json.dumps(
+        {"id": "flaky", "command": "echo oops >&2; exit 3"})], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    assert enqueuer.stdout.readline() == "flaky\n"  # enqueued: another waiter may come
+    waiter = subprocess.Popen([*QUEUECTL, "--db", db, "wait", "--json", *flag, "flaky"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    rest, enqueue_err = enqueuer.communicate(timeout=60)
+    out, err = waiter.communicate(timeout=60)
+    lines = ["job flaky: attempt 1 of 2 failed (exit code 3): retry in 2 s",
+             "job flaky: attempt 2 of 2 failed (exit code 3): dead"]
+    assert (enqueuer.returncode, rest) == (3, "")
+    assert enqueue_err.splitlines() == [*([] if quiet else lines), "job flaky dead: exit code 3"]
+    assert waiter.returncode == 1 and [j["state"] for j in json.loads(out)] == ["dead"]  # stdout: the JSON alone
+    # The waiter may have started after the job's first failure: it says that failure if it saw it waiting for
+    # its retry (it came up within the 2 s), never a line twice.
+    assert err.splitlines() == [*([] if quiet else lines), "job flaky dead: exit code 3"]
 
 
 def test_enqueue_wait_of_a_cancelled_job_exits_1_and_ctrl_c_stops_only_the_waiting(db, run_cli, store):

@@ -263,7 +263,7 @@ def test_status_reports_counts_keys_and_retention(store):
     d = report.to_dict()
     assert d["jobs"]["pending"] == 1 and d["queues"]["q"]["pending"] == 1
     assert d["keys"] == [{"key": "k", "id": "a", "state": "pending"}] and d["keys_held"] == 1
-    assert d["retention"] == {"completed": 86400.0, "cancelled": 86400.0, "dead": 7 * 86400.0}
+    assert d["retention"] == {"completed": 86400.0, "cancelled": 86400.0, "dead": 7 * 86400.0, "history": 14 * 86400.0}
 
 
 def test_the_metrics_file_is_written_whole_and_readable_by_all(store, tmp_path):

@@ -266,8 +266,8 @@ def test_enqueue_malformed_json_position_on_a_later_line(run_cli, db, seeded):
 
 
 @pytest.mark.parametrize("args, stdin, fragments", [
-    ((), None, ["give one JSON job or --file FILE"]),
-    (('{"command":"x"}', "--file", "-"), '{"command":"y"}\n', ["give one JSON job or --file FILE"]),
+    ((), None, ["give a JSON job, --file FILE or -- COMMAND [ARG]..."]),
+    (('{"command":"x"}', "--file", "-"), '{"command":"y"}\n', ["not a JSON job and --file"]),
     (("--file", "-"), "", ["no jobs in the file"]),
     (("--file", "-"), "\n  \n\n", ["no jobs in the file"]),
     (("--file", "-"), b'{"id":"u1","command":"a"}\n{"command":"\xff\xfe"}\n', ["line 2: not UTF-8 text", "nothing was enqueued"]),
@@ -357,8 +357,28 @@ def test_show(run_cli, populated):
     text = ok(run_cli("show", "d1"))
     fields = dict(re.match(r"(\w+):\s*(.*)$", line).groups() for line in text.splitlines())
     assert fields["id"] == "d1" and fields["state"] == "dead" and fields["last_error"] == "exit code 3"
-    assert fields["timeout"] == "" and fields["exit_code"] == "3"
+    assert fields["timeout"] == "-" and fields["exit_code"] == "3"
     assert set(fields) == set(job)
+
+
+def test_show_says_never_or_dash_for_unset_fields_and_escapes_control_characters(run_cli):
+    command = "printf '\\033[2J' # \x1b[31mred\u202e\nline two"
+    ok(run_cli("enqueue", json.dumps({"id": "raw", "command": command})))
+    text = ok(run_cli("show", "raw"))
+    assert "\x1b" not in text and "\u202e" not in text and len(text.splitlines()) == len(DEFAULT_SHOWN)
+    fields = dict(re.match(r"(\w+):\s*(.*)$", line).groups() for line in text.splitlines())
+    assert fields["command"] == "printf '\\033[2J' # \\x1b[31mred\\u202e\\nline two"
+    assert {k: fields[k] for k in DEFAULT_SHOWN if k not in ("id", "command", "state", "queue", "priority",
+                                                              "attempts", "run_at", "created_at", "updated_at")} == {
+        "max_retries": "-", "timeout": "-", "cwd": "-", "started_at": "never", "finished_at": "never",
+        "exit_code": "-", "last_error": "-", "key": "-", "after": "-"}
+    job = json_only(run_cli("show", "raw", "--json"))  # JSON unchanged: null, and the command as it is
+    assert job["command"] == command and job["started_at"] is None and job["after"] == []
+    assert list(job) == list(DEFAULT_SHOWN)
+
+
+DEFAULT_SHOWN = ("id", "queue", "command", "state", "priority", "attempts", "max_retries", "timeout", "cwd", "run_at",
+                 "created_at", "updated_at", "started_at", "finished_at", "exit_code", "last_error", "key", "after")
 
 
 def test_logs(run_cli, populated):
@@ -395,10 +415,25 @@ def test_status_of_empty_database(run_cli):
     assert json_only(run_cli("status", "--json")) == {
         "jobs": dict.fromkeys(STATES, 0), "queues": {}, "keys": [], "keys_held": 0, "paused": {}, "limits": {},
         "schedules": [], "oldest_ready_age": {},
-        "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}, "workers": [], "units": [],
+        "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0, "history": 14 * 86400.0},
+        "workers": [], "stopped_workers": [], "units": [],
         "rates": dict.fromkeys(("1m", "5m", "15m"), {"completed": 0.0, "failed": 0.0})}
     text = ok(run_cli("status"))
-    assert "Workers (0)" in text and "Queues" not in text
+    assert "Workers (0)" in text and "Queues" not in text and "Stopped" not in text
+
+
+def test_status_shows_the_workers_that_ended_in_the_last_hour_and_how(run_cli, db):
+    assert run_cli("worker", "start", "--burst", "--name", "b1").exit_code == 0
+    [w] = json_only(run_cli("status", "--json"))["stopped_workers"]
+    assert (w["name"], w["pid"], w["unit"], w["ended"]) == ("b1", os.getpid(), None, "burst")
+    assert w["started_at"] <= w["stopped_at"] and abs(_ts(w["stopped_at"]) - time.time()) < 60
+    text = ok(run_cli("status"))
+    assert "Workers (0)" in text and "Stopped in the last hour (1)" in text
+    assert re.search(rf"^b1\s+burst\s+\d+s ago\s+{os.getpid()}\s+\S+\s+-$", text, re.M), text
+    with open_store(db) as s:  # more than an hour ago: kept, no longer shown
+        s.deregister(s.register_worker({**WORKER_INFO, "name": "old"}, time.time() - 4000)[0], "drained",
+                     time.time() - 3700)
+    assert [w["name"] for w in json_only(run_cli("status", "--json"))["stopped_workers"]] == ["b1"]
 
 
 @pytest.mark.parametrize("args", [
@@ -1110,7 +1145,7 @@ def test_status_and_metrics_format_one_snapshot_that_reads_the_store_once(db, po
     assert set(snap.oldest_ready) == {"build", "default"} and all(a >= 0 for a in snap.oldest_ready.values())
     [w] = snap.workers
     assert (w.info.name, w.state, w.info.job_ids) == ("w1", "running", ("r1",)) and 0 <= w.heartbeat_age < 60
-    assert snap.retention == {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0}
+    assert snap.retention == {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0, "history": 14 * 86400.0}
     m = _parse_metrics(text)
     assert m[("queuectl_queue_paused", (("queue", "idle"),))] == 1
     assert m[("queuectl_jobs", (("queue", "idle"), ("state", "pending")))] == 0

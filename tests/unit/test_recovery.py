@@ -56,16 +56,20 @@ def groups():
         os.waitpid(pid, 0)
 
 
-def test_a_group_never_recorded_is_found_by_the_lost_workers_id_and_a_copy_another_worker_started_is_spared(
+def test_a_group_never_recorded_is_found_by_the_lost_workers_id_and_pid_and_a_copy_another_worker_started_is_spared(
         store, groups):
     add(store, id="x")
     lost = local_worker(store, "lost")
     store.exchange(lost, Exchange(claim=1), [], NOW)  # claimed; no start, no group recorded
-    leftover = groups(QUEUECTL_JOB_ID="x", QUEUECTL_ATTEMPT="1", QUEUECTL_WORKER_ID=str(lost))
+    mine = {"QUEUECTL_WORKER_ID": str(lost), "QUEUECTL_WORKER_PID": "0"}  # as local_worker registered it
+    leftover = groups(QUEUECTL_JOB_ID="x", QUEUECTL_ATTEMPT="1", **mine)
     # A copy of the same job under the same attempt number, as a worker that claimed the job after
     # another recovery gave it back unstarted would run it: not the lost worker's, never killed.
-    copy = groups(QUEUECTL_JOB_ID="x", QUEUECTL_ATTEMPT="1", QUEUECTL_WORKER_ID=str(lost + 1))
-    other_job = groups(QUEUECTL_JOB_ID="y", QUEUECTL_ATTEMPT="1", QUEUECTL_WORKER_ID=str(lost))
+    copy = groups(QUEUECTL_JOB_ID="x", QUEUECTL_ATTEMPT="1", QUEUECTL_WORKER_ID=str(lost + 1), QUEUECTL_WORKER_PID="0")
+    other_job = groups(QUEUECTL_JOB_ID="y", QUEUECTL_ATTEMPT="1", **mine)
+    # A job of the same id that a worker of the same number runs for another database on this host.
+    other_database = groups(QUEUECTL_JOB_ID="x", QUEUECTL_ATTEMPT="1", QUEUECTL_WORKER_ID=str(lost),
+                            QUEUECTL_WORKER_PID=str(os.getpid()))
     [job] = store.worker_jobs(lost)
     assert (job.job_id, job.pgid, job.started) == ("x", None, False)
 
@@ -73,6 +77,7 @@ def test_a_group_never_recorded_is_found_by_the_lost_workers_id_and_a_copy_anoth
     # SIGKILL is sent at once; the process may take a moment to exit
     wait_for(lambda: live_members(leftover) == [], timeout=10, message="the killed group to be gone")
     assert live_members(copy) == [copy] and live_members(other_job) == [other_job]
+    assert live_members(other_database) == [other_database]
 
 
 def test_a_recorded_group_is_killed_and_one_whose_leader_pid_was_reused_is_not(store, groups):
@@ -101,7 +106,7 @@ def test_a_sweep_looks_for_a_dead_workers_unrecorded_groups_only_after_spawn_set
     gone.wait()  # a pid that no longer runs
     lost = local_worker(store, "lost", pid=gone.pid)
     store.exchange(lost, Exchange(claim=1), [], NOW)
-    leftover = groups(QUEUECTL_JOB_ID="x", QUEUECTL_WORKER_ID=str(lost))
+    leftover = groups(QUEUECTL_JOB_ID="x", QUEUECTL_WORKER_ID=str(lost), QUEUECTL_WORKER_PID=str(gone.pid))
     watcher = register(store, "watcher")
     recovery, config = Recovery(store), store.settings()
 

@@ -168,18 +168,24 @@ def test_a_job_whose_group_was_never_recorded_is_found_by_its_environment():
     from queuectl.worker.duties.recovery import kill_local
     from queuectl.store import JobProcess
 
+    # The environment is searched host-wide: an id of this process's own keeps another run of the suite
+    # on this machine (a second checkout's) from being found, or killed, here.
+    job_id = f"lost-{os.getpid()}"
     runner = Runner(100)
     try:
-        env = JobEnvironment().job({"QUEUECTL_JOB_ID": "lost-1", "QUEUECTL_ATTEMPT": "2", "QUEUECTL_WORKER_ID": "7"})
+        env = JobEnvironment().job({"QUEUECTL_JOB_ID": job_id, "QUEUECTL_ATTEMPT": "2", "QUEUECTL_WORKER_ID": "7",
+                                    "QUEUECTL_WORKER_PID": "4242"})
         job = runner.start("k", "sleep 30 & sleep 30", env=env)
-        wait_for(lambda: procs.groups_with_env(b"QUEUECTL_JOB_ID=lost-1") == {job.pgid}, 5,
+        wait_for(lambda: procs.groups_with_env(f"QUEUECTL_JOB_ID={job_id}".encode()) == {job.pgid}, 5,
                  message="the job's group to be found by its environment")
         assert procs.groups_with_env(b"QUEUECTL_JOB_ID=lost-") == set()  # whole entries only
         # The same job as another worker (#8) held it: this copy is not its leftover, and is left alone.
-        elsewhere = JobProcess("lost-1", 8, None, None, procs.hostname(), procs.boot_id(), attempts=1, started=False)
+        elsewhere = JobProcess(job_id, 8, None, None, procs.hostname(), procs.boot_id(), attempts=1, started=False,
+                               worker_pid=4242)
         assert kill_local([elsewhere]) and runner.wait(0.3) == ([], False)
         # Worker #7's, started before its start (or its group) was recorded.
-        unrecorded = JobProcess("lost-1", 7, None, None, procs.hostname(), procs.boot_id(), attempts=1, started=False)
+        unrecorded = JobProcess(job_id, 7, None, None, procs.hostname(), procs.boot_id(), attempts=1, started=False,
+                                worker_pid=4242)
         assert kill_local([unrecorded])  # what a recovery does for a job with no recorded group
         done, _ = runner.wait(10)
         assert done[0][1].error.startswith("killed by signal 9")
@@ -231,3 +237,9 @@ def test_a_stopped_job_leaves_no_member_that_ignored_sigterm(tmp_path):
         wait_for(lambda: gone(grandchild), 5, message="the TERM-proof grandchild to be killed")
     finally:
         runner.close()
+
+
+def test_a_command_that_begins_with_a_dash_is_run_as_a_command_not_read_as_the_shells_option():
+    r = run("-x-no-such-command", timeout=10)  # without `--`, sh took it for its -x option and ran nothing
+    assert r.exit_code == 127 and b"-x-no-such-command: not found" in r.stderr, r
+    assert run("--help-no-such-command", timeout=10).exit_code == 127

@@ -16,7 +16,7 @@ import pytest
 
 from queuectl import worker as worker_mod
 from queuectl.errors import DatabaseUnavailable
-from queuectl.models import JobState
+from queuectl.models import DRAIN_SAY_EVERY, MOST_NAMED, JobState, waiting_line
 from queuectl.store import SqliteStore
 from queuectl.worker import HOLD, PREFETCH_PER_SLOT, RECORD_WITHIN, Worker
 from support.backdoor import behind_queuectls_back
@@ -381,3 +381,68 @@ def test_a_last_attempt_whose_start_cannot_be_recorded_does_not_start(store, clo
     clock.t += worker_mod.DB_RETRY
     worker.tick()
     assert "last" in worker.runner.running and store.get_job("last").attempts == 1
+
+
+def test_the_log_says_a_failed_attempts_outcome_once_a_retry_after_its_backoff_or_dead(store, clock, worker,
+                                                                                          worker_log):
+    store.set_setting("backoff-base", "3")
+    add(store, id="flaky", command="exit 3", max_retries=1)
+    for expected in ("job flaky: retry 1/1 in 3 s (exit code 3)", "job flaky: dead: exit code 3 (attempt 2 of 2)"):
+        worker.tick()  # claims the job and starts it
+        assert "flaky" in worker.runner.running
+        end_one(worker)
+        worker.tick()  # records the end
+        assert [line for line in worker_log if line.startswith("job flaky:")][-1] == expected
+        clock.t += 10  # past its backoff
+    assert store.get_job("flaky").state == JobState.DEAD
+    assert not worker.exchange.attempts  # what the lines need is dropped with the line
+    assert not any("now" in line or "failed (" in line for line in worker_log), worker_log
+
+
+def test_a_failure_line_escapes_what_it_shows(store, clock, worker, worker_log):
+    add(store, id="nowhere", command="true", cwd="/no/such/\x1b[2Jdir", max_retries=0)
+    worker.tick()
+    end_one(worker)
+    worker.tick()
+    line = next(line for line in worker_log if line.startswith("job nowhere:"))
+    assert "\x1b" not in line and "\\x1b[2Jdir" in line and line.startswith("job nowhere: dead: cannot start"), line
+
+
+@pytest.fixture
+def two_slots(store, clock):
+    w = make_worker(store, clock, slots=2)
+    yield w
+    w.runner.stop_all(signal.SIGKILL)
+    while w.runner.running:
+        w.runner.wait(None)
+    w.runner.close()
+
+
+def test_a_draining_worker_logs_which_running_jobs_it_waits_for_at_once_then_every_few_seconds(
+        store, clock, two_slots, worker_log):
+    worker = two_slots
+    for job_id in ("j-41", "j-44"):
+        add(store, id=job_id, command="sleep 30")
+    worker.tick()
+    assert sorted(worker.runner.running) == ["j-41", "j-44"]
+    clock.t += 12
+    worker.stop_requests = 1
+    said = lambda: [line for line in worker_log if line.startswith("waiting for")]  # noqa: E731
+    worker.tick()
+    assert said() == ["waiting for 2 running jobs: j-41 (12 s), j-44 (12 s)"]
+    clock.t += DRAIN_SAY_EVERY - 0.5
+    worker.tick()
+    assert len(said()) == 1  # not before DRAIN_SAY_EVERY
+    clock.t += 0.5
+    worker.tick()
+    assert said()[1:] == ["waiting for 2 running jobs: j-41 (17 s), j-44 (17 s)"]
+
+
+def test_the_waiting_line_names_the_longest_running_jobs_first_escaped_and_counts_the_rest():
+    assert waiting_line([("j-44", 3.4), ("j-41", 12.2)]) == "waiting for 2 running jobs: j-41 (12 s), j-44 (3 s)"
+    assert waiting_line([("only", 0.2)]) == "waiting for 1 running job: only (0 s)"
+    many = [(f"j{i}", float(i)) for i in range(MOST_NAMED + 3)]
+    line = waiting_line(many)
+    assert line.startswith(f"waiting for {MOST_NAMED + 3} running jobs: j12 (12 s), j11 (11 s)")
+    assert line.endswith("j3 (3 s), and 3 more") and "j2 " not in line
+    assert waiting_line([("odd\x1b[2J", 1.0)]) == "waiting for 1 running job: odd\\x1b[2J (1 s)"

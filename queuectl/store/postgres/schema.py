@@ -15,7 +15,7 @@ folded totals, and one worker at a time folds them (PostgresStore.maintain).
 import re
 
 from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
-                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS)
+                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS, STOPPED_WORKERS)
 from queuectl.store import activity, fragments, timing
 
 #: The schema the tables live in.
@@ -26,7 +26,7 @@ CHANNEL = "queuectl"
 #: The tables of the schema, which queries name bare and the store qualifies (postgres.qualify).
 TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
           "workers", "config", "queues", "leases", "job_deps",
-          "schedules", "queue_starts", "activity", "activity_deltas")
+          "schedules", "queue_starts", "activity", "activity_deltas", "stopped_workers")
 
 #: The body of the jobs table's update trigger (counts by state, and runs by outcome of the rows that
 #: leave processing, RUNS_FILTER narrowing those, RECOVERED_WHEN telling a recovered run), shared by the steps
@@ -308,6 +308,9 @@ CREATE TABLE activity_deltas (
     {activity.table("double precision", "bigint", primary_key=False)}
 );
 """ + activity.postgres_trigger(),
+    # As SQLite's step 12: workers that ended, kept for `status` (STOPPED_WORKERS).
+    11: STOPPED_WORKERS.replace("SEQ_PK", "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
+                       .replace("REAL_T", "double precision").replace("INT_T", "bigint"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -11,9 +11,10 @@ by queuectl.liveness:
   its jobs for now.
 Before a lost worker's jobs are given back, what is left of them on this host is killed, so
 that two copies of a job never run at once: their process groups, if still the recorded
-ones; a group never recorded is found by the QUEUECTL_JOB_ID and QUEUECTL_WORKER_ID in its
-processes' environment (the lost worker's: a copy that another worker started since is
-never taken for its leftover). A worker whose leftovers cannot all be killed from here keeps
+ones; a group never recorded is found by the QUEUECTL_JOB_ID, QUEUECTL_WORKER_ID and
+QUEUECTL_WORKER_PID in its processes' environment (the lost worker's: a copy that another
+worker started since is never taken for its leftover, nor a job of the same id that a worker
+of the same number runs for another database on this host). A worker whose leftovers cannot all be killed from here keeps
 its jobs. A dead worker's groups never recorded are looked for only once it has been dead
 SPAWN_SETTLE seconds: a job started in the instant its worker died may still be in exec(2),
 its environment not yet readable (proc(5): /proc/PID/environ reads empty until the kernel
@@ -122,7 +123,8 @@ class Recovery:
         """Log each recovered (job id, new state) and count it."""
         for job_id, state in recovered:
             self.recovered += 1
-            log.warning("recovered job %s from %s (worker lost): now %s", job_id, whose, state.value)
+            outcome = "retry scheduled" if state == JobState.FAILED else state.value  # "failed" would say it twice
+            log.warning("recovered job %s from %s (worker lost): %s", job_id, whose, outcome)
 
 
 class RecoveryDuty:
@@ -190,8 +192,12 @@ def kill_local(jobs: Sequence[JobProcess]) -> bool:
             # started at all): find the processes this worker started for the job by their
             # environment. Not by attempt: a job given back unstarted runs its next copy, perhaps
             # already started by another worker, under the same attempt number.
+            # And by the worker's pid: worker numbers and job ids are only unique within one database,
+            # and another database's worker on this host may run a job of the same id under the same
+            # number (a job of an older queuectl, started without the pid, is not found).
             groups[j.job_id] = sorted(procs.groups_with_env(
-                b"QUEUECTL_JOB_ID=" + j.job_id.encode(), b"QUEUECTL_WORKER_ID=%d" % j.worker_id))
+                b"QUEUECTL_JOB_ID=" + j.job_id.encode(), b"QUEUECTL_WORKER_ID=%d" % j.worker_id,
+                b"QUEUECTL_WORKER_PID=%d" % (j.worker_pid or 0)))
     for job_id, pgids in groups.items():
         for pgid in pgids:
             try:
