@@ -63,9 +63,9 @@ def top(app, interval, read_only):
     except (QueuectlError, KeyboardInterrupt):
         raise
     except Exception as e:  # the terminal is back (app.session): say what ended the view in one line
-        from queuectl.printable import printable
+        from queuectl.models import printable
 
-        raise QueuectlError(f"top stopped: {type(e).__name__}: {printable(e)}") from None
+        raise QueuectlError(f"top stopped: {type(e).__name__}: {printable(str(e))}") from None
 
 
 def _say(line: str) -> None:

@@ -21,8 +21,8 @@ import time
 
 from queuectl.errors import DatabaseUnavailable
 from queuectl.tui import layout, model
-from queuectl.printable import cells, printable
-from queuectl.tui.layout import ASCII, UNICODE
+from queuectl.models import printable
+from queuectl.tui.layout import ASCII, UNICODE, cells
 
 #: Milliseconds a key is waited for before the loop looks at the clock again.
 TICK_MS = 100

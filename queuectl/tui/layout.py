@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from queuectl.printable import cells, clip
 from queuectl.tui.model import Model, Pane, Spark
 
 #: The smallest terminal laid out (columns, lines); a smaller one gets one line that says so.
@@ -27,6 +26,33 @@ GROW_ORDER = ("queues", "running", "throughput", "dead", "workers", "schedules")
 LEFT, RIGHT = ("queues", "throughput", "schedules"), ("workers", "running", "dead")
 #: The widest a column other than the flexible one grows (ids and names past it are cut).
 COLUMN_MAX = 28
+
+
+def cells(text: str) -> int:
+    """Return the terminal cells `text` (already printable) takes: 2 for each wide (East Asian) character, 0 for
+    a combining one."""
+    if text.isascii():
+        return len(text)
+    from unicodedata import combining, east_asian_width
+
+    return sum(0 if combining(ch) else 2 if east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def clip(text: str, width: int, more: str = "…") -> str:
+    """Return `text` (already printable) cut to at most `width` terminal cells, ending in `more` (one cell) where
+    it was cut."""
+    if width <= 0:
+        return ""
+    if cells(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = cells(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + more
 
 
 class Glyphs(NamedTuple):

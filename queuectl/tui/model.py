@@ -4,7 +4,8 @@
 activity history and the worker units, as queuectl.tui.source read them) and the viewer's state
 (filter, selection, read-only, outage) into a Model: panes of rows of printable cells, which
 queuectl.tui.layout fits to a terminal's size. Every cell of user data goes through
-queuectl.printable here, the one place the view takes text in.
+queuectl.models.printable (the one rule for text that reaches a terminal) here, where the view
+takes text in.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
-from queuectl.models import JobState
-from queuectl.printable import printable
+from queuectl.models import JobState, printable
 
 #: Minutes of throughput the view keeps per queue (the last hour, one value a minute).
 MINUTES = 60
@@ -283,7 +283,7 @@ def detail(job, now: float) -> tuple[list[str], list[str]]:
     """Return a job's record as lines and its output as lines (stdout, then stderr under a rule), printable.
 
     `now`: Unix seconds, for its ages. A carriage return shows what a terminal would have left:
-    the text after the last one on its line.
+    the text after the last one on its line; tabs go to every eighth column.
     """
     def when(t):
         return "-" if t is None else f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))} ({ago(now - t)} ago)"
@@ -301,6 +301,6 @@ def detail(job, now: float) -> tuple[list[str], list[str]]:
             continue
         if name == "stderr" and output:
             output.append("--- stderr ---")
-        output.extend(printable(line.rsplit("\r", 1)[-1])
+        output.extend(printable(line.rsplit("\r", 1)[-1].expandtabs())
                       for line in data.decode("utf-8", "replace").rstrip("\n").split("\n"))
     return record, output or ["(no output yet)" if not job.state.ended else "(no output)"]
