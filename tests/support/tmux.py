@@ -33,10 +33,14 @@ class Terminal:
         environ.pop("TMUX", None)
         self.env = environ
         self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), "sh")
-        self.tmux("set-option", "-g", "status", "off")  # the whole pane is the program's
-        self.type(f"PS1='{PROMPT}'; clear")  # dash sets root's "# " whatever the environment says
-        self.keys("Enter")
-        self.wait_for(lambda s: s.strip() == PROMPT.strip(), message="the shell's prompt")
+        try:
+            self.tmux("set-option", "-g", "status", "off")  # the whole pane is the program's
+            self.type(f"PS1='{PROMPT}'; clear")  # dash sets root's "# " whatever the environment says
+            self.keys("Enter")
+            self.wait_for(lambda s: s.strip() == PROMPT.strip(), message="the shell's prompt")
+        except BaseException:  # no fixture will close a terminal that never came up
+            self.close()
+            raise
 
     def tmux(self, *args: str) -> str:
         """Run a tmux command on this server; return its stdout."""
