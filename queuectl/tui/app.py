@@ -35,6 +35,8 @@ BACKSPACE = ("\x7f", "\b", curses.KEY_BACKSPACE)
 UP, DOWN = (curses.KEY_UP, "k"), (curses.KEY_DOWN, "j")
 PAGE_UP, PAGE_DOWN = (curses.KEY_PPAGE,), (curses.KEY_NPAGE, " ")
 FIRST, LAST = (curses.KEY_HOME, "g"), (curses.KEY_END, "G")
+#: The keys that leave the job view, besides Esc and q.
+BACK = (*BACKSPACE, curses.KEY_LEFT, "h")
 
 
 class Ended(BaseException):
@@ -278,7 +280,7 @@ class Top:
         page = max(1, curses.LINES - 8)
         scroll = {**dict.fromkeys(UP, 1), **dict.fromkeys(DOWN, -1), **dict.fromkeys(PAGE_UP, page),
                   **dict.fromkeys(PAGE_DOWN, -page), **dict.fromkeys(LAST, -self.back)}
-        if key in (ESC, "q") or key in curses_backspace():
+        if key in (ESC, "q") or key in BACK:
             self.mode, self.view.message = "main", ""
             self.next_read = 0.0
         elif key in scroll:
@@ -321,7 +323,3 @@ class Top:
         scr.noutrefresh()
         curses.doupdate()
 
-
-def curses_backspace() -> tuple:
-    """The keys that go back as Esc does in the job view: Backspace and h/Left."""
-    return (*BACKSPACE, curses.KEY_LEFT, "h")
