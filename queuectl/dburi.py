@@ -126,9 +126,14 @@ def secrets(target: str) -> set[str]:
       runs to the next '&', and is also taken up to a '?' and up to white space;
     - a query parameter without '=' (a password written without its key);
     each as written, percent-decoded (bytes that are not UTF-8 as U+FFFD, or as \\xNN) and as repr,
-    ascii, JSON and libpq's keyword form escape it. Never the empty string.
+    ascii, JSON and libpq's keyword form escape it, and each of its pieces between commas longer than
+    one character. Never the empty string.
     """
-    return {form for secret in _written_secrets(target) if secret for form in _forms(secret) if form}
+    found = {form for secret in _written_secrets(target) if secret for form in _forms(secret) if form}
+    # libpq splits the host and port it reads a user part's password as at each ',' (a list of hosts, some
+    # of them encoded as %2C): a URI rebuilt from its parse shows the pieces apart. Pieces of one character
+    # are left: masking every such character of a message would hide it and reveal nothing.
+    return found | {piece for form in found for piece in form.split(",") if len(piece) > 1}
 
 
 def redact(text: str, target: str) -> str:

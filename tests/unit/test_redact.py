@@ -176,6 +176,28 @@ def test_a_redacted_uri_and_its_parse_error_hold_no_password(case):
     assert_hidden(uri_error(f'invalid URI: "{uri}"', uri), password, shown)
 
 
+@settings(max_examples=2000, **SETTINGS)
+@given(case=password_uris(st.sampled_from([5432, 60787])))
+def test_a_uri_rebuilt_from_libpqs_parse_holds_no_password(case):
+    """What a connection error shows: the URI as libpq read it (queuectl.store.postgres.store._display). A
+    password with an encoded ',' (%2C) that libpq took for a list of hosts and ports came back in pieces
+    with a ':' put between them, which no candidate covered (CI found it against a real server)."""
+    conninfo = import_or_skip("psycopg.conninfo")
+    from queuectl.store.postgres.store import _display
+
+    uri, password, shown = case
+    try:
+        params = conninfo.conninfo_to_dict(uri)
+    except Exception:  # refused before any connection: uri_error's case
+        return
+    assert_hidden(redact(_display(params), uri), password, shown)
+
+
+def test_a_password_split_at_an_encoded_comma_is_hidden_in_each_piece():
+    uri = "postgresql://al@ice:QxPw9n%23YQk%2C~23%22@127.0.0.1:60787/qredact_none"
+    assert "QxPw9" not in redact('postgresql://al@ice:QxPw9n#YQk,:~23"@127.0.0.1:60787/qredact_none', uri)
+
+
 # -- the CLI: explicit shapes -----------------------------------------------------------------------------
 
 
