@@ -81,23 +81,17 @@ def history(store, *, queue: str | None = None, since: float = 3600.0, step: flo
         raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
     if not math.isfinite(since) or since < 0:
         raise InvalidInput(f"a history span must be 0 s or more, got {since!r}")
+    from queuectl.store.activity import added
+
     end = _now(store, now)
     first = (end - since) // step * step
-    summed: dict[tuple[float, str], list] = {}
+    summed: dict[tuple[float, str], object] = {}
     for r in store.activity(first, end, queue):
         key = (r.minute // step * step, r.queue if by_queue else "")
-        acc = summed.get(key)
-        if acc is None:
-            summed[key] = [r.started, r.completed, r.failed, r.dead, r.cancelled, r.recovered, list(r.wait),
-                           list(r.run)]
-            continue
-        for i, n in enumerate((r.started, r.completed, r.failed, r.dead, r.cancelled, r.recovered)):
-            acc[i] += n
-        acc[6] = [a + b for a, b in zip(acc[6], r.wait)]
-        acc[7] = [a + b for a, b in zip(acc[7], r.run)]
-    return [HistoryRow(at, q, *acc[:6], quantile(0.5, acc[6]), quantile(0.95, acc[6]), quantile(0.5, acc[7]),
-                       quantile(0.95, acc[7]))
-            for (at, q), acc in sorted(summed.items())]
+        summed[key] = added(summed[key], r) if key in summed else r
+    return [HistoryRow(at, q, r.started, r.completed, r.failed, r.dead, r.cancelled, r.recovered,
+                       quantile(0.5, r.wait), quantile(0.95, r.wait), quantile(0.5, r.run), quantile(0.95, r.run))
+            for (at, q), r in sorted(summed.items())]
 
 
 def rates(store, now: float | None = None) -> dict:
@@ -112,10 +106,10 @@ def rates(store, now: float | None = None) -> dict:
     current = end // 60 * 60
     longest = max(RATE_WINDOWS.values())
     rows = store.activity(current - 60 * longest, end)
+    share = 1 - (end - current) / 60  # of the minute a window begins in, the part inside it
     out = {}
     for name, minutes in RATE_WINDOWS.items():
         first = current - 60 * minutes  # the minute the window begins in
-        share = 1 - (end - current) / 60
         sums = {"completed": 0.0, "failed": 0.0}
         for r in rows:
             if r.minute >= first:

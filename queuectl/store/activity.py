@@ -57,6 +57,13 @@ class ActivityRow(NamedTuple):
     run_sum: float
 
 
+def added(a: ActivityRow, b: ActivityRow) -> ActivityRow:
+    """Return `a` and `b` summed (counts, buckets and sums), with `a`'s queue and minute: minutes of many workers,
+    hosts or queues add up exactly."""
+    return a._replace(**{c: getattr(a, c) + getattr(b, c) for c in (*COUNTS, "wait_sum", "run_sum")},
+                      wait=tuple(x + y for x, y in zip(a.wait, b.wait)), run=tuple(x + y for x, y in zip(a.run, b.run)))
+
+
 def table(real: str, integer: str, *, primary_key: bool = True) -> str:
     """Return the column list of the activity table (`real` and `integer`: the engine's types; `primary_key`
     False for PostgreSQL's activity_deltas, which only appends)."""
