@@ -18,7 +18,7 @@ class Status:
     (queuectl.units.show: systemd's properties of each, by Id; empty without systemd), the jobs
     completed and failed per minute over the last 1, 5 and 15 minutes (queuectl.api.history.rates), the
     workers that ended in the last STOPPED_SHOWN_FOR seconds (queuectl.models.StoppedWorker, newest first,
-    at most STOPPED_SHOWN) and the store's clock when they were read (`now`, Unix seconds)."""
+    at most STOPPED_SHOWN)."""
 
     snapshot: object
     keys: list
@@ -26,7 +26,11 @@ class Status:
     units: list[dict[str, str]]
     rates: dict
     stopped: list = ()
-    now: float = 0.0
+
+    @property
+    def now(self) -> float:
+        """When it was read: the snapshot's time on the store's clock, Unix seconds."""
+        return self.snapshot.now.wall
 
     def to_dict(self) -> dict:
         """Return the report as `status --json` prints it."""
@@ -58,9 +62,9 @@ def status(store) -> Status:
 
     snap = take(store)
     keys, keys_held = store.held_keys(KEYS_SHOWN)
-    now = store.clock()
-    return Status(snap, keys, keys_held, units.show(), rates(store, snap.now.wall),
-                  store.stopped_workers(now - STOPPED_SHOWN_FOR, STOPPED_SHOWN), now)
+    now = snap.now.wall
+    return Status(snap, keys, keys_held, units.show(), rates(store, now),
+                  store.stopped_workers(now - STOPPED_SHOWN_FOR, STOPPED_SHOWN))
 
 
 def metrics(store) -> str:
