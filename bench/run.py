@@ -13,13 +13,16 @@
 6. retention: 200,000 jobs that each print 10 KB drained with keep-completed 60s, against the
    same drain with retention off: the largest database-plus-WAL size on disk, and the drain rate.
 
-(2), (3), the `enqueue --file` of (4) and (5) run on PostgreSQL too, each right after its SQLite
+(2), (3), the `enqueue --file` of (4), (5) and (7) run on PostgreSQL too, each right after its SQLite
 run and reported beside it (as ratios to SQLite's figures as well), on a throwaway server that this
 run starts (tests/support/pgserver.py) with a real server's durability: fsync and synchronous_commit on.
 Without the server's binaries or psycopg (or with --no-postgresql) one line says why those figures
 are skipped, and the SQLite ones are reported all the same.
 
-7. breakdown (bench/breakdown.py): where a job's time goes in an in-process worker's drain of (2)'s
+7. viewers: the drain of (2), --count 2, while five viewers of `queuectl top` read every second (each a
+   process doing what `top` does each interval, without a terminal: queuectl.tui.source.Source.read), against
+   the same drain without them, in alternating rounds;
+8. breakdown (bench/breakdown.py): where a job's time goes in an in-process worker's drain of (2)'s
    jobs, on each engine and psycopg implementation: spawn, wait, store and the rest, in
    microseconds per job, beside the spawn ceiling's.
 
@@ -55,9 +58,9 @@ QUEUECTL = [PY, "-m", "queuectl"]
 ENV = {**os.environ, "QUEUECTL_CONFIG": "", "PYTHONPATH": str(REPO)}
 SIZES = {
     "full": dict(rounds=3, spawn=2000, drain=2000, pickup=100, idle=10.0, cli=15, file=100_000, stored=1_000_000,
-                 retention=200_000, keep=60, blocked=10_000),
+                 retention=200_000, keep=60, blocked=10_000, viewed=4000),
     "smoke": dict(rounds=1, spawn=50, drain=50, pickup=5, idle=0.5, cli=2, file=500, stored=2_000,
-                  retention=300, keep=1, blocked=200),
+                  retention=300, keep=1, blocked=200, viewed=50),
 }
 
 
@@ -353,6 +356,44 @@ def retention(tmp: Path, n: int, keep: int) -> dict:
             "drain_ratio": on["jobs_per_s"] / off["jobs_per_s"]}
 
 
+# -- 7. viewers -------------------------------------------------------------------------------------
+
+#: A viewer of `queuectl top` without its terminal: python -c VIEWER DB INTERVAL.
+VIEWER = """
+import sys, time
+from queuectl.store import open_store
+from queuectl.tui.source import Source
+source, every = Source(open_store(sys.argv[1])), float(sys.argv[2])
+print("reading", flush=True)
+while True:
+    source.read()
+    time.sleep(every)
+"""
+
+
+def viewed(db: str, size: dict, viewers: int = 5, interval: float = 1.0) -> dict:
+    """The drain (--count 2) of size['viewed'] jobs in the new queue `db` with `viewers` top viewers reading
+    every `interval` seconds, against the same without them: rounds alternate (the order swapped each round)."""
+    quiet_settings(db)
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for r in range(size["rounds"]):
+        for watched in ((False, True) if r % 2 == 0 else (True, False)):
+            procs = [subprocess.Popen([PY, "-c", VIEWER, db, str(interval)], env=ENV, stdout=subprocess.PIPE)
+                     for _ in range(viewers if watched else 0)]
+            try:
+                for p in procs:  # imported, and reading, before the drain starts
+                    assert p.stdout.readline() == b"reading\n", "a viewer did not start"
+                rates[watched].append(drain_rate(db, size["viewed"], 2))
+                assert all(p.poll() is None for p in procs), "a viewer died during the drain"
+            finally:
+                for p in procs:
+                    p.kill()
+                    p.wait()
+    without, with_ = statistics.median(rates[False]), statistics.median(rates[True])
+    return {"viewers": viewers, "interval_s": interval, "jobs": size["viewed"], "without_per_s": without,
+            "with_per_s": with_, "ratio": with_ / without}
+
+
 # -- PostgreSQL ------------------------------------------------------------------------------------
 
 
@@ -468,6 +509,9 @@ def main() -> None:
         out["limited"] = limited(str(tmp / "limited.db"), size, drains[2])
         if server:
             pg["limited"] = limited(server.create_database("limited"), size, pg_drains[2])
+        out["viewed"] = viewed(str(tmp / "viewed.db"), size)
+        if server:
+            pg["viewed"] = viewed(server.create_database("viewed"), size)
         out["retention"] = retention(tmp, size["retention"], size["keep"])
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     report(out)
@@ -502,6 +546,7 @@ def report(out: dict) -> None:
          f"{out['blocked']['drain_ratio']:.2f}x empty (target <= 1.05x)"),
         ("drain with limits in force", f"{out['limited']['drain_per_s']:.0f} jobs/s",
          f"{out['limited']['drain_ratio']:.2f}x without (target <= 1.10x)"),
+        viewed_row("", out["viewed"], "(target >= 0.95x)"),
         (f"{k['jobs']:,} jobs of 10 KB, keep-completed {k['keep_s']}s", f"largest {k['max_bytes_on'] / 2**20:.0f} MiB",
          f"{k['max_over_live']:.2f}x the live jobs' {k['live_bytes'] / 2**20:.0f} MiB; without retention"
          f" {k['max_bytes_off'] / 2**20:.0f} MiB"),
@@ -519,6 +564,11 @@ def report(out: dict) -> None:
     import breakdown
 
     print("\n".join(breakdown.table(out["breakdown"])))
+
+
+def viewed_row(engine: str, v: dict, note: str) -> tuple[str, str, str]:
+    return (f"{engine}drain with {v['viewers']} top viewers at {v['interval_s']:g} s",
+            f"{v['with_per_s']:.0f} vs {v['without_per_s']:.0f} jobs/s", f"{v['ratio']:.2f}x without {note}")
 
 
 def postgres_rows(out: dict) -> list[tuple[str, str, str]]:
@@ -545,6 +595,7 @@ def postgres_rows(out: dict) -> list[tuple[str, str, str]]:
          f"{pg['blocked']['drain_ratio']:.2f}x empty (SQLite {out['blocked']['drain_ratio']:.2f}x)"),
         ("pg: drain with limits in force", f"{pg['limited']['drain_per_s']:.0f} jobs/s",
          f"{pg['limited']['drain_ratio']:.2f}x without (SQLite {out['limited']['drain_ratio']:.2f}x)"),
+        viewed_row("pg: ", pg["viewed"], f"(SQLite {out['viewed']['ratio']:.2f}x)"),
         ("pg: status / list --limit 100, stored", f"{s['status_s'] * 1000:.0f} / {s['list_s'] * 1000:.0f} ms",
          f"{s['status_ratio']:.2f}x / {s['list_ratio']:.2f}x empty; {s['status_vs_sqlite']:.2f}x /"
          f" {s['list_vs_sqlite']:.2f}x SQLite's {ss['status_s'] * 1000:.0f} / {ss['list_s'] * 1000:.0f} ms"),

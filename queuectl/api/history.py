@@ -1,6 +1,6 @@
 """The queue's activity over time, from the history the store keeps per queue and minute (queuectl.store.activity):
-`history` (rows per minute or hour, with wait and run time percentiles), `rates` (`queuectl status`'s jobs per
-minute) and `quantile` (Prometheus's histogram_quantile on the store's buckets). docs/semantics.md,
+`history` (rows per minute or hour, with wait and run time percentiles), `recent` (`queuectl top`'s minutes and
+hour, from one read), `rates` (`queuectl status`'s jobs per minute) and `quantile` (Prometheus's histogram_quantile on the store's buckets). docs/semantics.md,
 "Activity history", gives the rules.
 """
 
@@ -73,22 +73,44 @@ def history(store, *, queue: str | None = None, since: float = 3600.0, step: flo
     negative `since` or a queue name that is not one.
     """
     from queuectl.errors import InvalidInput
+
+    if step not in STEPS:
+        raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
+    _, minutes = _minutes(store, queue, since, now, step)
+    return _rows(minutes, lambda r: (r.minute // step * step, r.queue if by_queue else ""))
+
+
+def recent(store, *, since: float = 3600.0, now: float | None = None) -> tuple[list[HistoryRow], dict[str, HistoryRow]]:
+    """Return, from one read of the last `since` seconds, the minutes of each queue (as `history` with its
+    defaults) and {queue: the whole span summed into one HistoryRow, `at` its first minute}: percentiles
+    over the span, not one minute's (what `queuectl top` shows). Raises InvalidInput as `history`."""
+    first, minutes = _minutes(store, None, since, now, 60.0)
+    spans = _rows(minutes, lambda r: (first, r.queue))
+    return _rows(minutes, lambda r: (r.minute, r.queue)), {row.queue: row for row in spans}
+
+
+def _minutes(store, queue: str | None, since: float, now: float | None, step: float) -> tuple[float, list]:
+    """The start of the step (seconds) that `now - since` falls in, and the store's ActivityRows from it to `now`."""
+    from queuectl.errors import InvalidInput
     from queuectl.jobspec import check_queue
 
     if queue is not None:
         check_queue(queue)
-    if step not in STEPS:
-        raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
     if not math.isfinite(since) or since < 0:
         raise InvalidInput(f"a history span must be 0 s or more, got {since!r}")
-    from queuectl.store.activity import added
-
     end = _now(store, now)
     first = (end - since) // step * step
+    return first, store.activity(first, end, queue)
+
+
+def _rows(minutes, key) -> list[HistoryRow]:
+    """ActivityRows summed by `key(row)` = (at, queue), as HistoryRows sorted by that key."""
+    from queuectl.store.activity import added
+
     summed: dict[tuple[float, str], object] = {}
-    for r in store.activity(first, end, queue):
-        key = (r.minute // step * step, r.queue if by_queue else "")
-        summed[key] = added(summed[key], r) if key in summed else r
+    for r in minutes:
+        k = key(r)
+        summed[k] = added(summed[k], r) if k in summed else r
     return [HistoryRow(at, q, r.started, r.completed, r.failed, r.dead, r.cancelled, r.recovered,
                        quantile(0.5, r.wait), quantile(0.95, r.wait), quantile(0.5, r.run), quantile(0.95, r.run))
             for (at, q), r in sorted(summed.items())]

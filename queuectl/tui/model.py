@@ -27,14 +27,15 @@ STATE_HEADS = {"pending": "PEND", "processing": "RUN", "completed": "DONE", "fai
 
 class Reading(NamedTuple):
     """What one interval read through the api: `snapshot` (queuectl.api.snapshot.Snapshot), `running` and
-    `dead` (Jobs, newest first), `history` (HistoryRows of the last hour per queue, None when not
-    read), `units` ({unit Id: systemd's properties}, empty without systemd) and `db` (the database
+    `dead` (Jobs, newest first), `history` (HistoryRows of the last hour's minutes per queue, None when
+    not read), `spans` ({queue: the hour summed into one HistoryRow}, None when not read), `units` ({unit Id: systemd's properties}, empty without systemd) and `db` (the database
     as it may be shown: queuectl.store's describe, never a password)."""
 
     snapshot: Any
     running: list
     dead: list
     history: list | None
+    spans: dict | None
     units: dict
     db: str
 
@@ -124,7 +125,7 @@ def span(p50: float | None, p95: float | None) -> str:
 def build(reading: Reading, view: View) -> Model:
     """Return the Model of `reading` as `view` shows it (its filter applied, its selection kept if still there)."""
     snap, f = reading.snapshot, view.filter
-    panes = [queues_pane(snap, f), throughput_pane(reading.history, snap, f), workers_pane(snap, reading.units, f),
+    panes = [queues_pane(snap, f), throughput_pane(reading.history, reading.spans, snap, f), workers_pane(snap, reading.units, f),
              running_pane(reading.running, snap, f), schedules_pane(snap, f), dead_pane(reading.dead, snap, f)]
     selectable = [r.key for p in panes for r in p.rows if r.key is not None]
     if view.selected not in selectable:
@@ -179,34 +180,32 @@ def queues_pane(snap, f: str) -> Pane:
 
 
 def minutes(history, now: float) -> dict[str, dict]:
-    """Return {queue: {"ended": MINUTES values oldest first, "last": the newest HistoryRow with a sample}}
-    from history rows of one minute each (`now`: Unix seconds; a row's `at` is its minute's start)."""
+    """Return {queue: {"ended": MINUTES values oldest first, "total": their sum}} from history rows of one
+    minute each (`now`: Unix seconds; a row's `at` is its minute's start)."""
     per: dict[str, dict] = {}
     for row in sorted(history or (), key=lambda r: r.at):
-        q = per.setdefault(row.queue, {"ended": [0] * MINUTES, "last": None, "total": 0})
+        q = per.setdefault(row.queue, {"ended": [0] * MINUTES, "total": 0})
         back = int((now - row.at) // 60)
         if 0 <= back < MINUTES:
             ended = row.completed + row.failed + row.dead
             q["ended"][MINUTES - 1 - back] += ended
             q["total"] += ended
-            if row.run_p50 is not None or row.wait_p50 is not None:
-                q["last"] = row
     return per
 
 
-def throughput_pane(history, snap, f: str) -> Pane:
+def throughput_pane(history, spans, snap, f: str) -> Pane:
     """Jobs ended (completed, failed, dead) per minute over the last hour per queue, with the wait and run
-    p50/p95 of the newest minute that has them."""
+    p50/p95 over that hour (`spans`: queuectl.api.history.recent's)."""
     rows = []
     if history is not None:
         for q, data in sorted(minutes(history, snap.now.wall).items()):
             if not matches(f, q):
                 continue
-            last = data["last"]
+            hour = (spans or {}).get(q)
             rows.append(Row(None, (printable(q), Spark(tuple(data["ended"])), f"{data['ended'][-2]}",
                                    f"{data['total']}",
-                                   span(last.wait_p50, last.wait_p95) if last else "-",
-                                   span(last.run_p50, last.run_p95) if last else "-")))
+                                   span(hour.wait_p50, hour.wait_p95) if hour else "-",
+                                   span(hour.run_p50, hour.run_p95) if hour else "-")))
     title = "Throughput: jobs ended per minute, last hour" if history is not None else "Throughput: no history"
     return Pane("throughput", title, ("QUEUE", "LAST HOUR", "/MIN", "1H", "WAIT p50/95", "RUN p50/95"), rows,
                 drop=(3,), flex=1)

@@ -2,8 +2,8 @@
 
 Each interval one Source.read: one snapshot (queuectl.api.snapshot.take), the running jobs and
 the dead letter queue's newest (queuectl.api.jobs.list_jobs, bounded lists), and one history read
-(queuectl.api.history); the worker units' restarts from systemd at most every UNITS_EVERY
-seconds, and only when a worker runs under a unit. Actions are the operations `pause`, `resume`,
+(queuectl.api.history.recent: the hour's minutes and their sum); the worker units' restarts from
+systemd at most every UNITS_EVERY seconds, and only when a worker runs under a unit. Actions are the operations `pause`, `resume`,
 `cancel` and `retry` call, each returning the line the footer shows.
 """
 
@@ -30,14 +30,14 @@ class Source:
     def read(self) -> Reading:
         """Read what one interval shows; raises what the store's reads raise (DatabaseUnavailable in an outage)."""
         from queuectl.api import jobs
-        from queuectl.api.history import history
+        from queuectl.api.history import recent
         from queuectl.api.snapshot import take
 
         snap = take(self.store)
         running, _ = jobs.list_jobs(self.store, "processing", limit=RUNNING_SHOWN)
         dead, _ = jobs.list_jobs(self.store, "dead", limit=DEAD_SHOWN)
-        rows = history(self.store, since=MINUTES * 60.0, step=60.0, by_queue=True, now=snap.now.wall)
-        return Reading(snap, running, dead, rows, self.units(snap), self.store.describe())
+        rows, spans = recent(self.store, since=MINUTES * 60.0, now=snap.now.wall)
+        return Reading(snap, running, dead, rows, spans, self.units(snap), self.store.describe())
 
     def units(self, snap) -> dict:
         """{unit Id: systemd's properties} of this host's worker units, read at most every UNITS_EVERY seconds

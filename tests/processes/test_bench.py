@@ -29,6 +29,8 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     assert all(v > 0 for v in results["drain_per_s"].values())
     assert results["pickup"]["p50_ms"] >= 0 and results["enqueue"]["ratio"] > 0
     assert "drain --count 2" in r.stdout and "pickup latency" in r.stdout
+    check_viewed(results["viewed"], results["sizes"])
+    assert "drain with 5 top viewers at 1 s" in r.stdout
 
     pg = results["postgresql"]
     why = "--no-postgresql given" if no_postgres else PgServer.missing()
@@ -56,8 +58,17 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     scale = pg["scale"]
     assert scale["stored_completed"] == results["scale"]["stored_completed"]
     assert min(scale["drain_ratio"], scale["status_ratio"], scale["list_ratio"], scale["status_vs_sqlite"]) > 0
-    for line in ("pg: drain --count 2", "pg: pickup latency", "pg: enqueue --file", "pg: status / list"):
+    check_viewed(pg["viewed"], results["sizes"])
+    for line in ("pg: drain --count 2", "pg: pickup latency", "pg: enqueue --file", "pg: status / list",
+                 "pg: drain with 5 top viewers"):
         assert line in r.stdout, line
+
+
+def check_viewed(viewed: dict, sizes: dict) -> None:
+    """The viewers' figure: both sides drained the jobs, and the ratio is theirs."""
+    assert (viewed["viewers"], viewed["interval_s"], viewed["jobs"]) == (5, 1.0, sizes["viewed"])
+    assert viewed["with_per_s"] > 0 and viewed["without_per_s"] > 0
+    assert viewed["ratio"] == pytest.approx(viewed["with_per_s"] / viewed["without_per_s"])
 
 
 def check_breakdown(breakdown: dict, stdout: str, jobs: int) -> list[dict]:
