@@ -86,7 +86,7 @@ def _select(store, f: JobFilter, state: JobState | None, before_seq: int | None,
     """Return `SELECT columns FROM jobs WHERE ...` for `f` with `state` (in place of f.state) and seq below
     `before_seq`, and its parameters (`narrow`, `dense`: see _narrow)."""
     where, params = _conditions(store, f, dense)
-    for column, value in (("queue", f.queue), ("state", state.value if state else None)):
+    for column, value in (("queue", f.queue), ("state", JobState(state).value if state else None)):
         if value is not None:
             where.insert(0, f"{store.NOT_INDEXED.format(column) if narrow else column} = ?")
             params.insert(0, value)
