@@ -7,10 +7,15 @@
     [defaults]
     max-retries = 5
 
+    [web]
+    url-prefix = /queuectl                    # `queuectl web`'s options (queuectl.web.config.KEYS)
+    users = /etc/queuectl/web-users
+
 `db` applies when neither --db nor QUEUECTL_DB is given. `worker-db` is what workers use
 instead of `db` (commands go through a pooler such as PgBouncer, workers need a direct
 connection: see queuectl.api.database.Database.for_worker for the full order). [defaults] replaces the built-in
-default of a setting; a value stored with `queuectl config set` still wins over it.
+default of a setting; a value stored with `queuectl config set` still wins over it. [web] holds the
+defaults of `queuectl web`'s options, which queuectl.web.config checks.
 QUEUECTL_CONFIG names another file, which must exist (empty: none).
 """
 
@@ -31,6 +36,7 @@ class SiteConfig(NamedTuple):
     db: str | None = None
     worker_db: str | None = None
     defaults: Mapping[str, Any] = MappingProxyType({})
+    web: Mapping[str, str] = MappingProxyType({})
 
 
 def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
@@ -56,12 +62,12 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
         raise InvalidConfig(f"cannot read {path}: line {lines}: not KEY = VALUE") from None
     except (OSError, UnicodeDecodeError, configparser.Error) as e:
         raise InvalidConfig(f"cannot read {path}: {' '.join(str(e).split())}") from None
-    problems = [f"[{s}]" for s in parser.sections() if s not in ("queuectl", "defaults")]
+    problems = [f"[{s}]" for s in parser.sections() if s not in ("queuectl", "defaults", "web")]
     if parser.has_section("queuectl"):
         problems += [f"[queuectl] {k}" for k in parser["queuectl"] if k not in ("db", "worker-db")]
     if problems:
         raise InvalidConfig(f"{path}: unknown {', '.join(problems)}; expected [queuectl] db = PATH (or URI),"
-                            " worker-db = PATH (or URI) and [defaults] SETTING = VALUE")
+                            " worker-db = PATH (or URI), [defaults] SETTING = VALUE and [web] OPTION = VALUE")
     db, worker_db = (_database(parser, path, key) for key in ("db", "worker-db"))
     from queuectl import settings
 
@@ -73,7 +79,8 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
                 defaults[name] = settings.parse_value(name, raw)
             except InvalidInput as e:
                 raise InvalidConfig(f"{path}: [defaults] {e}") from None
-    return SiteConfig(path, db, worker_db, defaults)
+    web = MappingProxyType(dict(parser.items("web"))) if parser.has_section("web") else MappingProxyType({})
+    return SiteConfig(path, db, worker_db, defaults, web)
 
 
 def _database(parser, path: str, key: str) -> str | None:

@@ -15,7 +15,7 @@ nothing is printed twice or left out.
 from __future__ import annotations
 
 import time
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, NamedTuple
 
 from queuectl.models import Job
 from queuectl.api.outage import Patience
@@ -60,16 +60,61 @@ def follow(store: CommandStore, job_id: str, out: BinaryIO, err: BinaryIO, note:
 def _print(stored, positions: tuple[int, int], out: BinaryIO, err: BinaryIO,
            note: Callable[[str], None]) -> tuple[int, int]:
     """Write the bytes of `stored` past `positions`; return the new positions."""
-    moved = []
-    for (name, stream), data, start, position, total in zip(
-            (("stdout", out), ("stderr", err)), (stored.stdout, stored.stderr),
-            (stored.stdout_from, stored.stderr_from), positions, stored.written):
+    data, moved, lost = _past(stored, positions)
+    for name, stream, chunk, gone in zip(("stdout", "stderr"), (out, err), data, lost):
+        if gone:
+            note(f"{gone} bytes of {name} were not kept (output-limit) and are not shown")
+        if chunk:
+            stream.write(chunk)
+            stream.flush()
+    return moved
+
+
+def _past(stored, positions: tuple[int, int]) -> tuple[tuple[bytes, bytes], tuple[int, int], tuple[int, int]]:
+    """Return the bytes of each stream of `stored` past `positions`, the positions after them, and the bytes of
+    each that passed out of the kept tail (output-limit) before they were read."""
+    data, moved, lost = [], [], []
+    for chunk, start, position, total in zip((stored.stdout, stored.stderr), (stored.stdout_from, stored.stderr_from),
+                                             positions, stored.written):
         if total <= position:
+            data.append(b"")
             moved.append(position)
+            lost.append(0)
             continue
-        if start > position:
-            note(f"{start - position} bytes of {name} were not kept (output-limit) and are not shown")
-        stream.write(data[max(0, position - start):])
-        stream.flush()
+        lost.append(max(0, start - position))
+        data.append(chunk[max(0, position - start):])
         moved.append(total)
-    return moved[0], moved[1]
+    return (data[0], data[1]), (moved[0], moved[1]), (lost[0], lost[1])
+
+
+class OutputStep(NamedTuple):
+    """One read of a followed job's output (`output_since`): the `job`, the `attempt` followed (None: none
+    started), whether that attempt is newer than the one asked for (`restarted`: the bytes are then from its
+    start), the new bytes of each stream, the `positions` to ask from next, and the bytes of each stream
+    that passed out of the kept tail before they were read (`lost`)."""
+
+    job: Job
+    attempt: int | None
+    restarted: bool
+    stdout: bytes
+    stderr: bytes
+    positions: tuple[int, int]
+    lost: tuple[int, int]
+
+
+def output_since(store: CommandStore, job_id: str, attempt: int | None, positions: tuple[int, int]) -> OutputStep:
+    """Read job `job_id`'s output of `attempt` past `positions` (bytes of stdout and stderr already shown): one
+    step of a follow for a caller that polls (the dashboard's job page). A newer attempt than `attempt` is
+    followed from its first byte, with `restarted` set. Raises NotFound if there is no such job."""
+    job, stored = store.read_output(job_id, attempt, positions)
+    current = job.attempts or None
+    restarted = attempt is not None and current is not None and current > attempt
+    if restarted or attempt is None:
+        positions = (0, 0)
+        if current is not None and current != attempt:
+            job, stored = store.read_output(job_id, current, positions)
+    attempt = current or attempt
+    if stored is None or stored.attempt not in (attempt, None):
+        return OutputStep(job, attempt, restarted, b"", b"", positions, (0, 0))
+    data, moved, lost = _past(stored, positions)
+    return OutputStep(job, attempt, restarted, data[0], data[1], moved, lost)

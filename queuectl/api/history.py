@@ -1,7 +1,7 @@
 """The queue's activity over time, from the history the store keeps per queue and minute (queuectl.store.activity):
-`history` (rows per minute or hour, with wait and run time percentiles), `recent` (`queuectl top`'s minutes and
-hour, from one read), `rates` (`queuectl status`'s jobs per minute) and `quantile` (Prometheus's histogram_quantile on the store's buckets). docs/semantics.md,
-"Activity history", gives the rules.
+`history` (rows per minute or hour, with wait and run time percentiles), `window` (the steps and the whole
+span, from one read), `rates` (`queuectl status`'s jobs per minute) and `quantile` (Prometheus's
+histogram_quantile on the store's buckets). docs/semantics.md, "Activity history", gives the rules.
 """
 
 import math
@@ -80,13 +80,19 @@ def history(store, *, queue: str | None = None, since: float = 3600.0, step: flo
     return _rows(minutes, lambda r: (r.minute // step * step, r.queue if by_queue else ""))
 
 
-def recent(store, *, since: float = 3600.0, now: float | None = None) -> tuple[list[HistoryRow], dict[str, HistoryRow]]:
-    """Return, from one read of the last `since` seconds, the minutes of each queue (as `history` with its
-    defaults) and {queue: the whole span summed into one HistoryRow, `at` its first minute}: percentiles
-    over the span, not one minute's (what `queuectl top` shows). Raises InvalidInput as `history`."""
-    first, minutes = _minutes(store, None, since, now, 60.0)
-    spans = _rows(minutes, lambda r: (first, r.queue))
-    return _rows(minutes, lambda r: (r.minute, r.queue)), {row.queue: row for row in spans}
+def window(store, *, since: float = 3600.0, step: float = 60.0, by_queue: bool = True,
+           now: float | None = None) -> tuple[list[HistoryRow], dict[str, HistoryRow]]:
+    """Return, from one read, `history`'s rows for these arguments and {queue ("" when not `by_queue`): the
+    whole span summed into one HistoryRow, `at` the first step's start}: percentiles over the span, not one
+    step's (what `queuectl top` and the dashboard's charts show). Raises InvalidInput as `history`."""
+    from queuectl.errors import InvalidInput
+
+    if step not in STEPS:
+        raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
+    first, minutes = _minutes(store, None, since, now, step)
+    spans = _rows(minutes, lambda r: (first, r.queue if by_queue else ""))
+    steps = _rows(minutes, lambda r: (r.minute // step * step, r.queue if by_queue else ""))
+    return steps, {row.queue: row for row in spans}
 
 
 def _minutes(store, queue: str | None, since: float, now: float | None, step: float) -> tuple[float, list]:

@@ -52,6 +52,8 @@ COMMANDS = {
     "schedule": "queuectl.cli.schedules:schedule",
     "limit": "queuectl.cli.limits:limit",
     "top": "queuectl.cli.top:top",
+    "web": "queuectl.cli.web:web",
+    "web-user": "queuectl.cli.web:web_user",
 }
 
 

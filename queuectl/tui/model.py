@@ -195,7 +195,7 @@ def minutes(history, now: float) -> dict[str, dict]:
 
 def throughput_pane(history, spans, snap, f: str) -> Pane:
     """Jobs ended (completed, failed, dead) per minute over the last hour per queue, with the wait and run
-    p50/p95 over that hour (`spans`: queuectl.api.history.recent's)."""
+    p50/p95 over that hour (`spans`: queuectl.api.history.window's)."""
     rows = []
     if history is not None:
         for q, data in sorted(minutes(history, snap.now.wall).items()):

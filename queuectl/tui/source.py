@@ -2,7 +2,7 @@
 
 Each interval one Source.read: one snapshot (queuectl.api.snapshot.take), the running jobs and
 the dead letter queue's newest (queuectl.api.jobs.list_jobs, bounded lists), and one history read
-(queuectl.api.history.recent: the hour's minutes and their sum); the worker units' restarts from
+(queuectl.api.history.window: the hour's minutes and their sum); the worker units' restarts from
 systemd at most every UNITS_EVERY seconds, and only when a worker runs under a unit. Actions are the operations `pause`, `resume`,
 `cancel` and `retry` call, each returning the line the footer shows.
 """
@@ -30,13 +30,13 @@ class Source:
     def read(self) -> Reading:
         """Read what one interval shows; raises what the store's reads raise (DatabaseUnavailable in an outage)."""
         from queuectl.api import jobs
-        from queuectl.api.history import recent
+        from queuectl.api.history import window
         from queuectl.api.snapshot import take
 
         snap = take(self.store)
         running, _ = jobs.list_jobs(self.store, "processing", limit=RUNNING_SHOWN)
         dead, _ = jobs.list_jobs(self.store, "dead", limit=DEAD_SHOWN)
-        rows, spans = recent(self.store, since=MINUTES * 60.0, now=snap.now.wall)
+        rows, spans = window(self.store, since=MINUTES * 60.0, now=snap.now.wall)
         return Reading(snap, running, dead, rows, spans, self.units(snap), self.store.describe())
 
     def units(self, snap) -> dict:

@@ -749,7 +749,7 @@ def test_every_command_is_covered():
         "", "enqueue", "list", "show", "logs", "status", "worker", "worker start", "worker stop",
         "dlq", "dlq list", "dlq retry", "config", "config set", "config get", "config list",
         "cancel", "retry", "pause", "resume", "purge", "metrics", "wait", "limit", "schedule", "schedule add",
-        "history", "top",
+        "history", "top", "web", "web-user", "web-user set", "web-user rm", "web-user list",
         "schedule list", "schedule rm", "schedule pause", "schedule resume"])
 
 

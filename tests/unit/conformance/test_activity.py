@@ -4,7 +4,7 @@ percentiles; retention by keep-history with totals that never go down; an existi
 
 import pytest
 
-from queuectl.api.history import HistoryRow, history, quantile, rates, recent
+from queuectl.api.history import HistoryRow, history, quantile, rates, window
 from queuectl.errors import InvalidInput
 from queuectl.models import JobState
 from queuectl.store import Exchange, Outcome, Running, open_store
@@ -98,7 +98,7 @@ def test_a_start_counts_in_the_minute_the_store_recorded_it_and_the_end_in_its_o
     assert (hour.at, counts(hour)) == (T0 // 3600 * 3600, (1, 1, 0, 0, 0, 0))
 
 
-def test_recent_gives_the_minutes_and_each_queues_span_with_percentiles_over_all_of_it(store):
+def test_window_gives_the_minutes_and_each_queues_span_with_percentiles_over_all_of_it(store):
     """`queuectl top`'s read: nine short runs in one minute and one long run in the next; the span's p50 is a
     short run's (the newest minute alone would give the long run's)."""
     w = register(store)
@@ -111,7 +111,7 @@ def test_recent_gives_the_minutes_and_each_queues_span_with_percentiles_over_all
         store.exchange(w, Exchange(ended=[Outcome(job_id, True, 0, None, started_at=start, ended_at=start + seconds)]),
                        [], start + seconds)
     store.maintain(w)
-    minutes, spans = recent(store, since=3600, now=T0 + 100)
+    minutes, spans = window(store, since=3600, now=T0 + 100)
     assert minutes == history(store, since=3600, now=T0 + 100)
     assert [(r.at, r.queue, r.completed) for r in minutes] == [(T0, "default", 9), (T0, "other", 1),
                                                                 (T0 + 60, "default", 1)]
@@ -121,9 +121,9 @@ def test_recent_gives_the_minutes_and_each_queues_span_with_percentiles_over_all
     assert (hour.at, hour.completed, hour.started) == ((T0 + 100 - 3600) // 60 * 60, 10, 10)
     assert 0.25 <= hour.run_p50 <= 0.5 and 5.0 <= hour.run_p95 <= 10.0
     assert spans["other"].completed == 1 and 0.5 <= spans["other"].run_p50 <= 1.0
-    assert recent(store, since=30, now=T0 + 100)[1]["default"].completed == 1  # from the minute T0 + 70 falls in
+    assert window(store, since=30, now=T0 + 100)[1]["default"].completed == 1  # from the minute T0 + 70 falls in
     with pytest.raises(InvalidInput):
-        recent(store, since=-1)
+        window(store, since=-1)
 
 
 @pytest.mark.parametrize("runs, bucket", [

@@ -1,0 +1,75 @@
+"""The dashboard's actions: each a POST (queuectl.web.app checks the role, the CSRF token and the origin
+before any reaches here), each one call of queuectl.api on the acting connection, so that its rules are
+the CLI's. Each answers with a redirect (303) to the page it came from, saying what happened.
+
+    POST /jobs/ID/retry             retry a dead or cancelled job
+    POST /jobs/ID/cancel            cancel a job (a running one's worker is asked to stop it)
+    POST /queues/NAME/pause         pause a queue (and /resume)
+    POST /schedules/NAME/pause      pause a schedule (and /resume)
+"""
+
+from __future__ import annotations
+
+from flask import current_app, redirect, url_for
+
+
+def register(app) -> None:
+    """Add the actions to `app` (POST only)."""
+    for rule, endpoint, view in (
+            ("/jobs/<path:job_id>/retry", "retry_job", retry_job),
+            ("/jobs/<path:job_id>/cancel", "cancel_job", cancel_job),
+            ("/queues/<queue>/pause", "pause_queue", lambda queue: queue_paused(queue, True)),
+            ("/queues/<queue>/resume", "resume_queue", lambda queue: queue_paused(queue, False)),
+            ("/schedules/<name>/pause", "pause_schedule", lambda name: schedule_paused(name, True)),
+            ("/schedules/<name>/resume", "resume_schedule", lambda name: schedule_paused(name, False))):
+        app.add_url_rule(rule, endpoint, view, methods=["POST"])
+
+
+def _act(call):
+    return current_app.extensions["queuectl"].act(call)
+
+
+def _back(fallback: str, said: str, **values):
+    """Redirect (303) to page `fallback` with `values`, saying `said` there."""
+    return redirect(url_for(fallback, said=said, **values), code=303)
+
+
+def retry_job(job_id: str):
+    from queuectl.api.ops import retry
+
+    [state] = _act(lambda store: retry(store, [job_id]))
+    return _back("job", f"job {job_id} retried: now {state.value}", job_id=job_id)
+
+
+def cancel_job(job_id: str):
+    from queuectl.api.ops import cancel
+    from queuectl.api.outage import Patience
+
+    [result] = _act(lambda store: cancel(store, Patience(lambda line: None, limit=0), [job_id], wait=0))
+    if result.error:
+        from queuectl.errors import Conflict
+
+        raise Conflict(f"job {job_id}: {result.error}")
+    return _back("job", f"job {job_id}: {result.description}", job_id=job_id)
+
+
+def queue_paused(queue: str, paused: bool):
+    from queuectl.api.ops import set_paused
+
+    [(_, changed)] = _act(lambda store: set_paused(store, [queue], paused))
+    word = "paused" if paused else "resumed"
+    said = f"queue {queue} {word}" if changed else f"queue {queue} was already {'paused' if paused else 'running'}"
+    return _back("queues", said)
+
+
+def schedule_paused(name: str, paused: bool):
+    from queuectl.api.schedules import set_paused
+    from queuectl.errors import NotFound
+
+    [(_, changed)] = _act(lambda store: set_paused(store, [name], paused))
+    if changed is None:
+        raise NotFound(f"no schedule {name}")
+    word = "paused" if paused else "resumed"
+    said = f"schedule {name} {word}" if changed else f"schedule {name} was already {'paused' if paused else 'running'}"
+    return _back("schedules", said)
+

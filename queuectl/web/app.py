@@ -1,0 +1,175 @@
+"""The dashboard as a WSGI application (Flask): who is asking, what they may do, and the answer's headers.
+
+`create_app` builds it from a WebConfig, the queue's Connections and the users (or None: no one signs
+in, and everyone who reaches it may look and no one may act). The pages are in
+queuectl.web.pages, the actions in queuectl.web.actions; both call queuectl.api, never the CLI.
+Domain errors become HTTP statuses here, in STATUSES, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from queuectl.errors import (Conflict, DatabaseUnavailable, InvalidConfig, InvalidInput, NotFound, PermissionDenied,
+                             QueuectlError)
+from queuectl.web import security
+from queuectl.web.config import WebConfig, is_loopback
+
+HERE = Path(__file__).resolve().parent
+#: HTTP statuses of domain errors, most specific class first.
+STATUSES: tuple[tuple[type[QueuectlError], int], ...] = (
+    (PermissionDenied, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (InvalidInput, 400),
+    (DatabaseUnavailable, 503),
+    (InvalidConfig, 500),
+    (QueuectlError, 500),
+)
+#: The largest request body accepted (bytes): forms of filters and ids, never uploads.
+MAX_BODY = 64 * 1024
+
+
+def status_for(error: QueuectlError) -> int:
+    """Return the HTTP status of a domain error."""
+    return next(code for cls, code in STATUSES if isinstance(error, cls))
+
+
+class Prefixed:
+    """WSGI middleware that serves the application under `prefix` ("" for none): paths outside it are 404,
+    and the application sees the prefix as its SCRIPT_NAME, so that every link it makes carries it."""
+
+    def __init__(self, app, prefix: str):
+        self.app = app
+        self.prefix = prefix
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if self.prefix:
+            if path == self.prefix:
+                start_response("308 Permanent Redirect", [("Location", self.prefix + "/"), ("Content-Length", "0")])
+                return [b""]
+            if not path.startswith(self.prefix + "/"):
+                body = b"not found: this server answers under " + self.prefix.encode() + b"/\n"
+                start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8"),
+                                                 ("Content-Length", str(len(body))),
+                                                 *security.HEADERS.items()])
+                return [body]
+            environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + self.prefix
+            environ["PATH_INFO"] = path[len(self.prefix):]
+        return self.app(environ, start_response)
+
+
+def create_app(cfg: WebConfig, connections, users: dict | None):
+    """Return the dashboard's WSGI application (see the module's docstring)."""
+    from flask import Flask, g, render_template, request
+
+    from queuectl.web import actions, pages
+    from queuectl.web.charts import seconds
+    from queuectl.web.users import Checker
+
+    app = Flask("queuectl.web", root_path=str(HERE), static_folder="static", template_folder="templates")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    app.extensions["queuectl"] = connections
+    app.jinja_env.autoescape = True  # every template, whatever its name: user data is always escaped
+    app.jinja_env.filters.update(isotime=_isotime, localtime=_localtime, duration=seconds)
+    key = os.urandom(32)
+    checker = Checker(users) if users is not None else None
+
+    @app.before_request
+    def who():
+        user, role = _user(cfg, users, checker, request)
+        if user is None:
+            return _challenge()
+        g.user, g.role = user, role
+        g.may_act = role == "operator" and not cfg.read_only
+        g.csrf = security.csrf_token(key, user)
+        g.interval = cfg.interval
+        if request.method == "POST":
+            if not g.may_act:
+                raise PermissionDenied("refused: your role may only look" if not cfg.read_only
+                                       else "refused: this dashboard is read-only")
+            security.check_post(key, user, request.form.get(security.FIELD), request.headers)
+        return None
+
+    @app.after_request
+    def headers(response):
+        for name, value in security.HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    @app.errorhandler(QueuectlError)
+    def domain_error(e):
+        from queuectl.models import printable
+
+        status = status_for(e)
+        if request.accept_mimetypes.best == "application/json" or request.path.endswith(".json"):
+            return {"error": printable(str(e))}, status
+        return render_template("error.html", status=status, message=printable(str(e))), status
+
+    @app.errorhandler(404)
+    def not_found(e):
+        return render_template("error.html", status=404, message="no such page"), 404
+
+    @app.errorhandler(405)
+    def not_allowed(e):
+        return render_template("error.html", status=405, message="not allowed: changes are POSTs"), 405
+
+    @app.errorhandler(413)
+    def too_large(e):
+        return render_template("error.html", status=413, message="the request is too large"), 413
+
+    @app.context_processor
+    def common():
+        return {"user": g.get("user"), "role": g.get("role"), "may_act": g.get("may_act", False),
+                "csrf_field": security.FIELD, "csrf": g.get("csrf", ""), "interval": g.get("interval", 3),
+                "db": connections.describe()}
+
+    pages.register(app)
+    actions.register(app)
+    app.wsgi_app = Prefixed(app.wsgi_app, cfg.prefix)
+    return app
+
+
+def _user(cfg: WebConfig, users: dict | None, checker, request) -> tuple[str | None, str]:
+    """Return (the user's name, their role) for `request`, or (None, "") to ask for credentials.
+
+    A trusted reverse proxy's header names the user when configured and the request comes from this
+    host (the proxy's side); else HTTP Basic authentication against the users file; with no users file
+    everyone is "anonymous", a viewer. Raises PermissionDenied for a header's user not in the file.
+    """
+    if cfg.user_header and is_loopback(request.remote_addr or ""):
+        name = request.headers.get(cfg.user_header)
+        if name:
+            user = (users or {}).get(name)
+            if user is None:
+                raise PermissionDenied(f"refused: {cfg.user_header} names no user of the users file")
+            return user.name, user.role
+    if checker is None:
+        return "anonymous", "viewer"
+    auth = request.authorization
+    if auth is None or auth.type != "basic" or not auth.username or auth.password is None:
+        return None, ""
+    user = checker.check(auth.username, auth.password)
+    return (user.name, user.role) if user is not None else (None, "")
+
+
+def _isotime(ts: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+
+
+def _localtime(ts: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _challenge():
+    from flask import make_response, render_template
+
+    response = make_response(render_template("error.html", status=401, message="sign in to see the queue"), 401)
+    response.headers["WWW-Authenticate"] = 'Basic realm="queuectl", charset="UTF-8"'
+    return response

@@ -1,0 +1,136 @@
+"""`queuectl web`'s configuration: where it listens, under which URL prefix, and who may do what.
+
+Each value comes from `queuectl web`'s option, else the site configuration file's [web] section
+(queuectl.api.conffile: KEY = VALUE, the keys of KEYS), else the default. Under systemd's socket
+activation the socket unit's ListenStream= decides where it listens, and `bind` is not used.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from typing import Mapping, NamedTuple
+
+from queuectl.errors import InvalidConfig, InvalidInput
+
+DEFAULT_BIND = "127.0.0.1:8765"
+#: Seconds between two readings of the queue that every open page shares (the pages refresh as often).
+DEFAULT_INTERVAL, INTERVAL_RANGE = 3.0, (1.0, 60.0)
+#: The [web] keys of the site configuration file, each the option of the same name.
+KEYS = ("bind", "url-prefix", "users", "user-header", "read-only", "interval")
+#: A URL prefix: absolute, segments of unreserved characters (RFC 3986), no trailing slash.
+_PREFIX = re.compile(r"(/[A-Za-z0-9._~-]+)+")
+#: An HTTP header's name (RFC 9110 token characters).
+_HEADER = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+
+
+class WebConfig(NamedTuple):
+    """Where the dashboard listens (`host`, `port`), its URL `prefix` ("" or "/a/b"), the users file
+    (`users`: a path, or None: nobody signs in and everyone on this host may look), the trusted reverse
+    proxy's user header (`user_header`, or None), `read_only` (no one may act, whatever their role) and
+    `interval` (seconds between the shared readings of the queue)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    prefix: str = ""
+    users: str | None = None
+    user_header: str | None = None
+    read_only: bool = False
+    interval: float = DEFAULT_INTERVAL
+
+    @property
+    def origin(self) -> str:
+        """The address as a URL's host and port ("127.0.0.1:8765", "[::1]:8765")."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_bind(text: str) -> tuple[str, int]:
+    """Return (host, port) of "HOST:PORT" ("[::1]:8765" for IPv6); raises InvalidInput."""
+    match = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})|([^:\[\]\s]+):(\d{1,5})", text.strip())
+    if not match:
+        raise InvalidInput(f"a bind address is HOST:PORT (or [IPv6]:PORT), got {text!r}")
+    host, port = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+    if not 1 <= int(port) <= 65535:
+        raise InvalidInput(f"a port is 1 to 65535, got {port}")
+    return host, int(port)
+
+
+def parse_prefix(text: str) -> str:
+    """Return the URL prefix of `text` without its trailing slash ("" for none or "/"); raises InvalidInput."""
+    prefix = text.strip().rstrip("/")
+    if prefix and (not _PREFIX.fullmatch(prefix) or any(part in (".", "..") for part in prefix.split("/"))):
+        raise InvalidInput(f"a URL prefix is a path such as /queuectl (letters, digits and -._~ between"
+                           f" slashes), got {text!r}")
+    return prefix
+
+
+def is_loopback(host: str) -> bool:
+    """Return whether `host` (an IP address or "localhost") is a loopback address: 127.0.0.0/8 or ::1."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def load(options: Mapping[str, object], site: Mapping[str, str], where: str = "the site configuration") -> WebConfig:
+    """Return the configuration of `options` (the command's, None where not given) over `site` (the [web]
+    section, KEY = VALUE). Raises InvalidInput for a bad option and InvalidConfig for a bad [web] value, or
+    an unknown key there (`where` names the file)."""
+    unknown = sorted(set(site) - set(KEYS))
+    if unknown:
+        raise InvalidConfig(f"{where}: unknown [web] {', '.join(unknown)}; the keys are {', '.join(KEYS)}")
+    values = {}
+    for key in KEYS:
+        given = options.get(key.replace("-", "_"))
+        raw, error = (given, InvalidInput) if given is not None else (site.get(key), InvalidConfig)
+        if raw is None:
+            continue
+        try:
+            values[key] = _parse(key, raw)
+        except InvalidInput as e:
+            raise (e if error is InvalidInput else InvalidConfig(f"{where}: [web] {key}: {e}")) from None
+    host, port = values.get("bind", parse_bind(DEFAULT_BIND))
+    return WebConfig(host, port, values.get("url-prefix", ""), values.get("users"), values.get("user-header"),
+                     bool(values.get("read-only", False)), values.get("interval", DEFAULT_INTERVAL))
+
+
+def _parse(key: str, raw):
+    if key == "bind":
+        return parse_bind(str(raw))
+    if key == "url-prefix":
+        return parse_prefix(str(raw))
+    if key == "users":
+        return str(raw) or None
+    if key == "user-header":
+        if not _HEADER.fullmatch(str(raw)):
+            raise InvalidInput(f"not an HTTP header name: {raw!r}")
+        return str(raw)
+    if key == "read-only":
+        if isinstance(raw, bool):
+            return raw
+        if str(raw).lower() not in ("yes", "no", "true", "false", "on", "off", "1", "0"):
+            raise InvalidInput(f"yes or no, got {raw!r}")
+        return str(raw).lower() in ("yes", "true", "on", "1")
+    seconds = float(raw) if isinstance(raw, (int, float)) else _seconds(str(raw))
+    low, high = INTERVAL_RANGE
+    if seconds is None or not math.isfinite(seconds) or not low <= seconds <= high:
+        raise InvalidInput(f"an interval is {low:g} to {high:g} seconds, got {raw!r}")
+    return seconds
+
+
+def _seconds(text: str) -> float:
+    from queuectl.settings import parse_duration
+
+    return parse_duration(text, "an interval", forever=False)
+
+
+def check_exposure(host: str, users: str | None) -> None:
+    """Refuse to serve beyond this host without users: raises InvalidConfig unless `host` is a loopback
+    address or a users file is configured (the rule of Faktory and Mission Control: closed by default)."""
+    if users is None and not is_loopback(host):
+        raise InvalidConfig(f"refusing to listen on {host} without users: anyone who can reach it could read the"
+                            " queue; configure a users file (--users FILE, see 'queuectl web-user') or listen on"
+                            " 127.0.0.1")

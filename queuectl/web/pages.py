@@ -1,0 +1,103 @@
+"""The dashboard's pages (GET only: none changes anything), each at a stable address under the URL prefix:
+
+    /                   the overview (its live part alone: /?part=live, which the page reloads itself)
+    /jobs               jobs, filtered by query parameters (?state=dead&queue=build)
+    /jobs/ID            one job: every field, its dependencies, its output (following live: /jobs/ID/output.json)
+    /queues             the queues: jobs by state, pause, limit, oldest wait
+    /workers            the workers: host, slots busy of total, heartbeat age, unit
+    /schedules          the schedules and their next runs
+
+Every read goes through the shared Connections (queuectl.web.reads) and queuectl.api.
+"""
+
+from __future__ import annotations
+
+from flask import current_app, render_template, request
+
+from queuectl.errors import InvalidInput
+
+#: The dead letter queue's newest entries and the running jobs the overview shows, at most.
+DEAD_SHOWN, RUNNING_SHOWN = 10, 20
+#: Jobs a page of /jobs shows.
+PAGE = 50
+
+
+def connections():
+    return current_app.extensions["queuectl"]
+
+
+def register(app) -> None:
+    """Add the pages to `app`."""
+    app.add_url_rule("/", "overview", overview)
+    app.add_url_rule("/jobs", "jobs", jobs)
+    app.add_url_rule("/jobs/<path:job_id>/output.json", "output", output)
+    app.add_url_rule("/jobs/<path:job_id>", "job", job)
+    app.add_url_rule("/queues", "queues", queues)
+    app.add_url_rule("/workers", "workers", workers)
+    app.add_url_rule("/schedules", "schedules", schedules)
+
+
+def overview():
+    from queuectl.api.jobs import list_jobs
+    from queuectl.web.charts import SPANS, throughput
+
+    conns = connections()
+    snap = conns.snapshot()
+    charts = []
+    for name, span, step in SPANS:
+        rows, spans = conns.window(span, step)
+        charts.append(throughput(name, rows, list(spans.values()), snap.now.wall, span, step))
+    dead = conns.read(lambda store: list_jobs(store, "dead", limit=DEAD_SHOWN)[0])
+    running = conns.read(lambda store: list_jobs(store, "processing", limit=RUNNING_SHOWN)[0])
+    template = "overview_live.html" if request.args.get("part") == "live" else "overview.html"
+    return render_template(template, snap=snap, charts=charts, dead=dead, running=running)
+
+
+def jobs():
+    from queuectl.api.jobs import list_jobs
+
+    state = request.args.get("state") or None
+    queue = request.args.get("queue") or None
+    found, total = connections().read(lambda store: list_jobs(store, state, queue, limit=PAGE))
+    from queuectl.models import JobState
+
+    return render_template("jobs.html", jobs=found, total=total, state=state, queue=queue,
+                           states=[s.value for s in JobState])
+
+
+def job(job_id: str):
+    from queuectl.api.jobs import show
+
+    found = connections().read(lambda store: show(store, job_id))  # its output: the page's script reads it
+    return render_template("job.html", job=found)
+
+
+def output(job_id: str):
+    """The job's output past the positions the page has shown: JSON for the page's script."""
+    from queuectl.api.following import output_since
+
+    try:
+        attempt = int(request.args["attempt"]) if request.args.get("attempt") else None
+        positions = (int(request.args.get("out", 0)), int(request.args.get("err", 0)))
+    except ValueError:
+        raise InvalidInput("attempt, out and err are whole numbers") from None
+    if min(positions) < 0:
+        raise InvalidInput("out and err are 0 or more")
+    step = connections().read(lambda store: output_since(store, job_id, attempt, positions))
+    return {"state": step.job.state.value, "ended": step.job.state.ended, "attempt": step.attempt,
+            "restarted": step.restarted, "stdout": step.stdout.decode("utf-8", "replace"),
+            "stderr": step.stderr.decode("utf-8", "replace"), "out": step.positions[0], "err": step.positions[1],
+            "lost": step.lost}
+
+
+def queues():
+    return render_template("queues.html", snap=connections().snapshot())
+
+
+def workers():
+    return render_template("workers.html", snap=connections().snapshot())
+
+
+def schedules():
+    return render_template("schedules.html", snap=connections().snapshot())
+

@@ -1,0 +1,89 @@
+"""Serving the dashboard in the foreground with gunicorn: one process (so that every page shares one snapshot
+of the queue: queuectl.web.reads), THREADS request threads.
+
+Under systemd's socket activation (queuectl-web.socket: LISTEN_FDS and LISTEN_PID set for this process)
+gunicorn serves the sockets systemd passed, and tells systemd it is ready (Type=notify); else it binds
+the configured address. Either way, an address beyond loopback without users is refused before
+anything is served (queuectl.web.config.check_exposure).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from queuectl.errors import InvalidConfig, QueuectlError
+from queuectl.web.config import WebConfig, check_exposure
+
+#: Request threads: a page's reads wait on the one reading connection, so more would only queue there.
+THREADS = 8
+#: Seconds a request may take before gunicorn restarts its worker, and that a stop waits for requests.
+TIMEOUT, GRACEFUL = 60, 5
+
+
+def inherited_sockets(environ=os.environ) -> list[tuple[str, int]] | None:
+    """Return the (host, port) of each TCP socket systemd passed this process (sd_listen_fds(3)), or None when
+    it passed none; raises InvalidConfig for a passed socket that is not a listening TCP one."""
+    try:
+        count = int(environ.get("LISTEN_FDS", "0"))
+        pid = int(environ.get("LISTEN_PID", "0"))
+    except ValueError:
+        return None
+    if count <= 0 or pid != os.getpid():
+        return None
+    addresses = []
+    for fd in range(3, 3 + count):
+        sock = socket.socket(fileno=os.dup(fd))
+        try:
+            if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM:
+                raise InvalidConfig(f"the socket systemd passed (fd {fd}) is not a TCP stream socket; ListenStream="
+                                    " takes ADDRESS:PORT")
+            addresses.append(sock.getsockname()[:2])
+        finally:
+            sock.close()
+    return addresses
+
+
+def check_bind(cfg: WebConfig) -> None:
+    """Refuse an address that is in use now, in one line (QueuectlError), rather than gunicorn's retries."""
+    family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
+    try:
+        infos = socket.getaddrinfo(cfg.host, cfg.port, family, socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise InvalidConfig(f"cannot listen on {cfg.origin}: {e.strerror}") from None
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(infos[0][4])
+        except OSError as e:
+            raise QueuectlError(f"cannot listen on {cfg.origin}: {e.strerror}") from None
+
+
+def serve(cfg: WebConfig, app, say) -> None:
+    """Serve `app` until SIGTERM or SIGINT (each a graceful stop); `say(line)` prints a line for the operator.
+
+    Raises InvalidConfig for an address beyond loopback without users (exit 78) and QueuectlError for
+    one in use."""
+    from gunicorn.app.base import BaseApplication
+
+    passed = inherited_sockets()
+    for host, _port in passed or [(cfg.host, cfg.port)]:
+        check_exposure(host, cfg.users)
+    if passed is None:
+        check_bind(cfg)
+    where = ", ".join(f"{h}:{p}" for h, p in passed) + " (from systemd)" if passed else cfg.origin
+    say(f"serving the dashboard on http://{where}{cfg.prefix}/"
+        f" ({'users of ' + cfg.users if cfg.users else 'no users: read-only, for whoever can reach it'})")
+
+    class Dashboard(BaseApplication):
+        def load_config(self):
+            for key, value in {"bind": [cfg.origin], "workers": 1, "worker_class": "gthread", "threads": THREADS,
+                               "timeout": TIMEOUT, "graceful_timeout": GRACEFUL, "accesslog": "-",
+                               "errorlog": "-", "proc_name": "queuectl-web", "forwarded_allow_ips": "127.0.0.1,::1",
+                               "limit_request_line": 8190, "limit_request_fields": 100}.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            return app
+
+    Dashboard().run()
