@@ -2,15 +2,15 @@
 count; and a job's dependencies both ways (docs/semantics.md, "Finding jobs").
 
 Each filter field alone and state with queue read an index, so that a page costs about its length however many
-jobs are stored: state the jobs_state index (state, seq), queue and queue with state jobs_queue_state (queue,
-state, seq), key jobs_key (key, where one is given: SQLite step 13, PostgreSQL step 12), after job_deps_after,
-an id prefix a range on the ids' order (SQLite's unique index on id; on PostgreSQL jobs_id_c, the ids in the "C"
-collation's byte order, which keeps each prefix's ids together whatever the database's locale), or, when more
-than PREFIX_SORT_MOST ids begin with it, the other filters' index (or the jobs in seq order) with the range
-checked on each job. A queue without
-a state is read one state at a time (a branch per state, each in its index's seq order, merged): the index
-serves no seq order across states. A text filter scans the jobs newest first until a page is full (or, for a
-count, until the cap), since no index holds substrings.
+jobs are stored: state the jobs_state index (state, seq); queue with state jobs_queue_state (queue, state, seq);
+a queue without a state the same index one state at a time (a UNION ALL branch per state, each in seq order,
+merged), since it serves no seq order across states; key jobs_key (SQLite step 13, PostgreSQL step 12); after
+job_deps_after; an id prefix a range on the ids' byte order (SQLite's unique index on id; on PostgreSQL
+jobs_id_c, the ids in the "C" collation, which keeps each prefix's ids together whatever the database's
+locale), or, when more than PREFIX_SORT_MOST ids begin with it, the other fields' index (or the jobs in seq
+order) with the range checked on each job. A key, a dependency or a sparse prefix picks few jobs: the other
+terms are checked on each (_narrow). A text filter scans the jobs newest first until a page is full (or, for
+a count, until the cap), since no index holds substrings.
 
 SqlStore's find_jobs, count_jobs and dependencies call find, count and dependencies here, which they import
 when first called: `queuectl enqueue` never loads this module.
@@ -25,8 +25,6 @@ from queuectl.store.jobfilter import Dependencies, JobFilter, Linked
 
 #: How many jobs each way `dependencies` lists at most.
 LINKED_MOST = 100
-
-
 #: An id prefix that more ids than this begin with is read in seq order rather than from the ids' index: sorting
 #: that many matches by seq would cost more than passing over the non-matching jobs between them.
 PREFIX_SORT_MOST = 1000
