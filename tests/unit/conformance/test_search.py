@@ -188,3 +188,10 @@ def test_an_existing_database_is_upgraded_with_the_key_index(db, monkeypatch):
         add(new, id="new1", key="k1")
         assert found(new, JobFilter(key="k1")) == ["new1", "old1"]
         assert new.count_jobs(JobFilter(text="old")) == 1
+
+
+def test_a_read_only_store_finds_counts_and_reads_dependencies(jobs, db):
+    with open_store(db, read_only=True) as reader:  # the dashboard's reads
+        for f in (JobFilter(queue="build"), JobFilter(id_prefix="a"), JobFilter(key="k-build", text="make")):
+            assert found(reader, f) == expected(jobs, f) and reader.count_jobs(f) == len(expected(jobs, f))
+        assert reader.dependencies("b3") == jobs.dependencies("b3")
