@@ -66,3 +66,12 @@ def test_read_only_refuses_an_operator_s_post(db, tmp_path, dead):
         assert snapshot(db) == before
     finally:
         d.close()
+
+
+def test_a_get_to_an_action_is_405_and_changes_nothing(dash, dead, db):
+    before = snapshot(db)
+    for path in (f"/jobs/{dead}/retry", f"/jobs/{dead}/cancel", "/queues/default/pause", "/queues/default/resume",
+                 "/schedules/tick/pause", "/schedules/tick/resume"):
+        r = dash.get(path, "olga")
+        assert r.status_code == 405 and b"changes are POSTs" in r.data, path
+    assert snapshot(db) == before
