@@ -30,8 +30,8 @@ def register(app) -> None:
     """Add the pages to `app`."""
     app.add_url_rule("/", "overview", overview)
     app.add_url_rule("/jobs", "jobs", jobs)
-    app.add_url_rule("/jobs/<path:job_id>/output.json", "output", output)
-    app.add_url_rule("/jobs/<path:job_id>", "job", job)
+    app.add_url_rule("/jobs/<job_id>/output.json", "output", output)
+    app.add_url_rule("/jobs/<job_id>", "job", job)
     app.add_url_rule("/queues", "queues", queues)
     app.add_url_rule("/workers", "workers", workers)
     app.add_url_rule("/schedules", "schedules", schedules)
