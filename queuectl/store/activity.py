@@ -21,6 +21,7 @@ totals and purge here, which they import when first called: `queuectl enqueue` n
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Sequence
 
 from queuectl.store.base import HISTORY_BATCH
@@ -186,10 +187,11 @@ def read(store, since: float, until: float, queue: str | None = None, step: int 
     database: a week's hours are 168 rows a queue, not 10,080 minutes to add up here. (SqlStore.activity.)"""
     if step < 60 or step % 60:
         raise ValueError(f"a step of activity is a whole number of minutes, got {step!r} s")
-    where, params = f"minute >= ? AND minute < ? AND minute > {RETIRED}", [since, until]
+    # The column is an integer on both engines: bounds as integers (the same minutes) keep PostgreSQL on its index
+    # (a bigint compared with a float8 parameter is cast, and every row read), and the division drops the remainder.
+    where, params = f"minute >= ? AND minute < ? AND minute > {RETIRED}", [math.ceil(since), math.ceil(until)]
     if queue is not None:
         where, params = f"{where} AND queue = ?", [*params, queue]
-    # The column is an integer on both engines: the division drops the remainder.
     return [_row(r) for r in _read(store, where, params, "minute, queue", f"minute / {int(step)} * {int(step)}")]
 
 

@@ -154,6 +154,9 @@ def test_the_store_sums_the_minutes_into_hours_exactly(store):
     assert sum(h.completed for h in hours) == len(runs)
     rows = history(store, since=4 * 3600, step=3600, now=end - 1)
     assert [(r.at, r.queue, r.completed) for r in rows] == [(at, q, summed[(at, q)].completed) for at, q in sorted(summed)]
+    first = minutes[0].minute  # bounds between whole seconds: the minutes that begin in [since, until)
+    assert {m.minute for m in store.activity(first - 0.5, first + 0.5)} == {first}
+    assert first not in {m.minute for m in store.activity(first + 0.5, first + 60.5)}
     with pytest.raises(ValueError, match="whole number of minutes"):
         store.activity(hour0, end, step=90)
 
