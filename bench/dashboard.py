@@ -47,8 +47,7 @@ def prepare(db: str) -> str:
         minutes = [(q, end - 60 * i, 60, 59, 1, 0, 20, 59, 30.0, 120.0) for q in WEEK_QUEUES for i in range(7 * 1440)]
         store.c.executemany("INSERT INTO activity (queue, minute, started, completed, failed, dead, wait_3, run_6,"
                             " wait_sum, run_sum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", minutes)
-        return store.c.execute("SELECT id FROM jobs WHERE state = 'completed' ORDER BY seq LIMIT 1 OFFSET 1000")\
-            .fetchone()[0]
+        return store.c.execute("SELECT id FROM jobs WHERE state = 'completed' ORDER BY seq LIMIT 1").fetchone()[0]
 
 
 def free_port() -> int:
