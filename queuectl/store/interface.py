@@ -145,8 +145,9 @@ class CommandStore(Shared, Protocol):
     def queue_limits(self) -> list[QueueLimit]:
         """Every queue's limits, by queue."""
 
-    def activity(self, since: float, until: float, queue: str | None = None) -> list[ActivityRow]:
-        """Each queue's activity per minute, minutes beginning in [since, until) (Unix seconds), oldest first."""
+    def activity(self, since: float, until: float, queue: str | None = None, step: int = 60) -> list[ActivityRow]:
+        """Each queue's activity per `step` seconds (whole minutes), minutes beginning in [since, until) (Unix
+        seconds), oldest first."""
 
     def activity_totals(self) -> dict[str, ActivityRow]:
         """{queue: its activity summed since the history began} (retention does not lower it)."""

@@ -39,12 +39,12 @@ class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStor
     """The queue's operations on a SQL database (see the module); subclasses supply the engine (SqlCore)."""
 
     # Activity history: its module loads when first used, never on `queuectl enqueue`'s path.
-    def activity(self, since: float, until: float, queue: str | None = None) -> list:
-        """Return each queue's activity per minute, minutes beginning in [since, until) (Unix seconds), oldest
-        first (queuectl.store.activity.read)."""
+    def activity(self, since: float, until: float, queue: str | None = None, step: int = 60) -> list:
+        """Return each queue's activity per `step` seconds (whole minutes), minutes beginning in [since, until)
+        (Unix seconds), oldest first (queuectl.store.activity.read)."""
         from queuectl.store import activity
 
-        return activity.read(self, since, until, queue)
+        return activity.read(self, since, until, queue, step)
 
     def activity_totals(self) -> dict:
         """Return {queue: its activity summed since the history began} (queuectl.store.activity.totals)."""

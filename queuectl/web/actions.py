@@ -16,8 +16,8 @@ from flask import current_app, redirect, url_for
 def register(app) -> None:
     """Add the actions to `app` (POST only)."""
     for rule, endpoint, view in (
-            ("/jobs/<path:job_id>/retry", "retry_job", retry_job),
-            ("/jobs/<path:job_id>/cancel", "cancel_job", cancel_job),
+            ("/jobs/<job_id>/retry", "retry_job", retry_job),
+            ("/jobs/<job_id>/cancel", "cancel_job", cancel_job),
             ("/queues/<queue>/pause", "pause_queue", lambda queue: queue_paused(queue, True)),
             ("/queues/<queue>/resume", "resume_queue", lambda queue: queue_paused(queue, False)),
             ("/schedules/<name>/pause", "pause_schedule", lambda name: schedule_paused(name, True)),

@@ -30,8 +30,8 @@ def register(app) -> None:
     """Add the pages to `app`."""
     app.add_url_rule("/", "overview", overview)
     app.add_url_rule("/jobs", "jobs", jobs)
-    app.add_url_rule("/jobs/<path:job_id>/output.json", "output", output)
-    app.add_url_rule("/jobs/<path:job_id>", "job", job)
+    app.add_url_rule("/jobs/<job_id>/output.json", "output", output)
+    app.add_url_rule("/jobs/<job_id>", "job", job)
     app.add_url_rule("/queues", "queues", queues)
     app.add_url_rule("/workers", "workers", workers)
     app.add_url_rule("/schedules", "schedules", schedules)
@@ -47,8 +47,9 @@ def overview():
     for name, span, step in SPANS:
         rows, spans = conns.window(span, step)
         charts.append(throughput(name, rows, list(spans.values()), snap.now.wall, span, step))
-    dead = conns.read(lambda store: list_jobs(store, "dead", limit=DEAD_SHOWN)[0])
-    running = conns.read(lambda store: list_jobs(store, "processing", limit=RUNNING_SHOWN)[0])
+    # Read with the snapshot, as often: what every tab's refresh shows (queuectl.web.reads).
+    dead = conns.kept(("dead",), lambda store: list_jobs(store, "dead", limit=DEAD_SHOWN)[0])
+    running = conns.kept(("running",), lambda store: list_jobs(store, "processing", limit=RUNNING_SHOWN)[0])
     template = "overview_live.html" if request.args.get("part") == "live" else "overview.html"
     return render_template(template, snap=snap, charts=charts, dead=dead, running=running)
 

@@ -65,7 +65,10 @@ class SqliteStore(SpaceCare):
             _create_file(self.path)
             target = self.path
         try:
-            self.conn = sqlite3.connect(target, timeout=busy_timeout, isolation_level=None, uri=read_only)
+            # One thread at a time uses a store, not always the same one: the dashboard's request threads
+            # take turns on its connections under a lock (queuectl.web.reads).
+            self.conn = sqlite3.connect(target, timeout=busy_timeout, isolation_level=None, uri=read_only,
+                                        check_same_thread=False)
         except sqlite3.Error as e:
             raise InvalidInput(f"cannot open database {self.path}: {e}") from None
         self.conn.row_factory = sqlite3.Row
