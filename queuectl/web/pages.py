@@ -70,11 +70,11 @@ def api_fields(chosen: dict[str, str]) -> dict[str, str]:
     return {("id_prefix" if k == "id" else k): v for k, v in chosen.items()}
 
 
-def search(store, chosen: dict[str, str], before: int | None = None, limit: int = PAGE):
-    """Return queuectl.api.search.search's page for the filters of /jobs."""
+def search(store, chosen: dict[str, str], before: int | None = None, limit: int | None = None):
+    """Return queuectl.api.search.search's page (of `limit` jobs, default PAGE) for the filters of /jobs."""
     from queuectl.api.search import search as find
 
-    return find(store, before=before, limit=limit, **api_fields(chosen))
+    return find(store, before=before, limit=limit or PAGE, **api_fields(chosen))
 
 
 def jobs():
