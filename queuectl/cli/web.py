@@ -34,6 +34,18 @@ def web(app, **options):
       queuectl web --bind 0.0.0.0:8765 --users /etc/queuectl/web-users --url-prefix /queuectl
     """
     from queuectl.errors import InvalidConfig
+
+    try:
+        _serve(app, options)
+    except InvalidConfig:
+        from queuectl.web.serve import turn_away
+
+        turn_away()  # under socket activation: else systemd starts the service again for the waiting clients
+        raise
+
+
+def _serve(app, options) -> None:
+    from queuectl.errors import InvalidConfig
     from queuectl.web import config, users
 
     _need_libraries()
