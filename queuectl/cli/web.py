@@ -79,8 +79,9 @@ def _need_libraries() -> None:
 
     missing = [name for name in ("flask", "gunicorn", "bcrypt") if importlib.util.find_spec(name) is None]
     if missing:
-        raise InvalidConfig(f"queuectl web needs {', '.join(missing)}: apt-get install python3-flask python3-gunicorn"
-                            " python3-bcrypt (in a virtualenv of the source tree: pip install -e '.[web]')")
+        raise InvalidConfig(f"queuectl web needs {', '.join(missing)}: apt-get install python3-flask"
+                            " python3-gunicorn python3-bcrypt (in a virtualenv of the source tree:"
+                            " pip install -e '.[web]')")
 
 
 @click.group(cls=HelpGroup, name="web-user")

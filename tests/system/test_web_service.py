@@ -128,8 +128,8 @@ def test_users_file_makes_a_sign_in_necessary(host):
                               page, re.S).groups()
     assert get(c, URL.rstrip("/") + action, credentials="alice:wrong horse", form={"csrf": token})[0] == 401
     assert json.loads(c.run("queuectl", "show", "from-carol", "--json").stdout)["state"] == "pending"
-    status, _ = get(c, URL.rstrip("/") + action, credentials="alice:correct horse", form={"csrf": token})
-    assert status == 200
+    status, body = get(c, URL.rstrip("/") + action, credentials="alice:correct horse", form={"csrf": token})
+    assert status == 200, (status, body[:2000], c.journal(SERVICE)[-4000:])
     assert json.loads(c.run("queuectl", "show", "from-carol", "--json").stdout)["state"] == "cancelled"
 
 

@@ -65,7 +65,10 @@ class SqliteStore(SpaceCare):
             _create_file(self.path)
             target = self.path
         try:
-            self.conn = sqlite3.connect(target, timeout=busy_timeout, isolation_level=None, uri=read_only)
+            # check_same_thread=False: a store is used by one thread at a time, not always the one that opened it
+            # (the dashboard's request threads take turns on its two connections, under a lock: queuectl.web.reads).
+            self.conn = sqlite3.connect(target, timeout=busy_timeout, isolation_level=None, uri=read_only,
+                                        check_same_thread=False)
         except sqlite3.Error as e:
             raise InvalidInput(f"cannot open database {self.path}: {e}") from None
         self.conn.row_factory = sqlite3.Row
