@@ -65,8 +65,8 @@ class SqliteStore(SpaceCare):
             _create_file(self.path)
             target = self.path
         try:
-            # check_same_thread=False: a store is used by one thread at a time, not always the one that opened it
-            # (the dashboard's request threads take turns on its two connections, under a lock: queuectl.web.reads).
+            # One thread at a time uses a store, not always the same one: the dashboard's request threads
+            # take turns on its connections under a lock (queuectl.web.reads).
             self.conn = sqlite3.connect(target, timeout=busy_timeout, isolation_level=None, uri=read_only,
                                         check_same_thread=False)
         except sqlite3.Error as e:
@@ -89,6 +89,7 @@ class SqliteStore(SpaceCare):
     # `||` makes text of two blobs; the cast takes its bytes back as a blob.
     CONCAT = "CAST(({0} || {1}) AS BLOB)"
     FINISHED_INDEX = "INDEXED BY jobs_finished"
+    NOT_INDEXED = "+{0}"
     READY_QUEUE_INDEX = "INDEXED BY jobs_ready_queue"
 
     def close(self) -> None:

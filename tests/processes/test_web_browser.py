@@ -1,0 +1,370 @@
+"""The dashboard (`queuectl web`) in a real browser: Debian's chromium, headless, through Selenium
+(tests/support/browser.py), against `queuectl web` as a real process (tests/support/webserver.py) on both
+engines, with real workers running the jobs. Each page visited is kept as a screenshot (the session says
+where). What a browser would not do (a forged POST) is sent from Python with the same credentials.
+
+Every wait is on a condition (WebDriverWait, wait_for), never a fixed time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+
+from conftest import QUEUECTL, SQLITE_ONLY, queuectl, require, snapshot, wait_for
+from support import browser as chromium
+from support.webserver import USERS, WebServer, request, users_file
+
+XSS = ("<script>window.__xss=1</script>", '"><img src=x onerror="window.__xss=2">')
+#: Seconds a page may take to show what the queue did (the server reads the queue every second).
+SHOWN = 20.0
+
+
+@pytest.fixture
+def db(backend_db):
+    return backend_db
+
+
+@pytest.fixture(scope="session")
+def shots(request, tmp_path_factory):
+    """The run's screenshot directory, said once on the terminal."""
+    path = chromium.artifacts_dir(tmp_path_factory.getbasetemp())
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if reporter is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\nbrowser screenshots: {path}")
+    return path
+
+
+@pytest.fixture
+def browser(request, shots):
+    require(chromium.missing(), "processes")
+    b = chromium.Browser(shots, request.node.name)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def users(tmp_path) -> str:
+    return users_file(tmp_path / "web-users")
+
+
+@pytest.fixture
+def web(db, tmp_path):
+    """Start `queuectl web` (WebServer's arguments); each is stopped at the end and must exit 0 within bounds."""
+    started = []
+
+    def start(*args, **kw) -> WebServer:
+        server = WebServer(db, tmp_path, *args, **kw)
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def enqueue(db: str, **job) -> str:
+    return queuectl(db, "enqueue", json.dumps(job)).stdout.strip()
+
+
+def state_of(db: str, job_id: str) -> str:
+    return json.loads(queuectl(db, "show", job_id, "--json").stdout)["state"]
+
+
+def make_dead(db: str, **job) -> str:
+    """A job that fails with no retry left, run by a burst worker: dead."""
+    job_id = enqueue(db, max_retries=0, **{"command": "exit 3", **job})
+    queuectl(db, "worker", "start", "--burst")
+    assert state_of(db, job_id) == "dead"
+    return job_id
+
+
+def shown_counts(driver) -> dict:
+    """{queue: {state: n}} of the overview's table ("" for the totals row)."""
+    return driver.execute_script("""
+        const counts = {};
+        for (const row of document.querySelectorAll('#counts tr[data-queue]')) {
+          const per = counts[row.dataset.queue] = {};
+          for (const cell of row.querySelectorAll('td[data-state]')) per[cell.dataset.state] = Number(cell.textContent);
+        }
+        return counts;""")
+
+
+def status_counts(db: str) -> dict:
+    status = json.loads(queuectl(db, "status", "--json").stdout)
+    return {**status["queues"], "": status["jobs"]}
+
+
+def token_of(server: WebServer, user: str, path: str) -> str:
+    """The CSRF token in the forms of page `path` as `user` (an operator: a viewer's pages have no forms)."""
+    status, _, body = request(server.url + path, user=user)
+    assert status == 200, body
+    return re.search(r'name="csrf" value="([0-9a-f]+)"', body).group(1)
+
+
+def test_the_overview_counts_are_status_s_and_follow_the_queue(db, web, users, browser, workers, tmp_path):
+    make_dead(db, queue="deploy")
+    for n in range(3):
+        enqueue(db, command="true", queue="build")
+    server = web(users=users)
+    browser.sign_in("victor", USERS["victor"][1])
+    enqueue(db, command="true", queue="build")
+    workers.start()
+    wait_for(lambda: status_counts(db)["build"]["completed"] == 4, message="the quick jobs to end")
+    gate = tmp_path / "gate"
+    slow = enqueue(db, command=f"until [ -e {gate} ]; do sleep 0.05; done")
+    expected = wait_for(lambda: (c := status_counts(db))[""]["processing"] == 1 and c,
+                        message="the slow job to run")
+    browser.visit(server.url + "/", "overview")
+    browser.wait(lambda d: shown_counts(d) == expected, SHOWN, f"the overview to show {expected}")
+    browser.driver.execute_script("window.__same_page = true")  # gone if the page were loaded again
+    gate.touch()
+    wait_for(lambda: state_of(db, slow) == "completed", message="the slow job to end")
+    expected = status_counts(db)
+    assert expected["default"]["completed"] == 1 and expected[""]["processing"] == 0
+    browser.wait(lambda d: shown_counts(d) == expected, SHOWN, f"the overview to show {expected} by itself")
+    assert browser.driver.execute_script("return window.__same_page") is True
+    browser.screenshot("overview-after")
+
+
+def test_a_dead_job_retried_by_a_click_is_pending(db, web, users, browser):
+    job_id = make_dead(db)
+    server = web(users=users)
+    browser.sign_in("olga", USERS["olga"][1])
+    browser.visit(f"{server.url}/jobs/{job_id}", "dead-job")
+    from selenium.webdriver.common.by import By
+
+    browser.driver.find_element(By.XPATH, "//form[contains(@action, '/retry')]/button").click()
+    said = browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "p.said"), SHOWN, "the page to say what happened")
+    assert said[0].text == f"job {job_id} retried: now pending"
+    assert browser.driver.find_element(By.CSS_SELECTOR, "h1 .state").text == "pending"
+    assert urlsplit(browser.driver.current_url).path == urlsplit(f"{server.url}/jobs/{job_id}").path
+    browser.screenshot("retried")
+    assert state_of(db, job_id) == "pending"
+
+
+def test_a_running_job_s_output_shows_while_it_runs(db, web, browser, workers, tmp_path):
+    gate = tmp_path / "gate"
+    job_id = enqueue(db, command=f"echo first line; until [ -e {gate} ]; do sleep 0.05; done; echo second line")
+    server = web()
+    workers.start()
+    wait_for(lambda: state_of(db, job_id) == "processing", message="the job to run")
+    browser.visit(f"{server.url}/jobs/{job_id}", "running-job")
+    from selenium.webdriver.common.by import By
+
+    stdout = browser.driver.find_element(By.ID, "stdout")
+    browser.wait(lambda d: stdout.text == "first line", SHOWN, "the first line to show")
+    assert state_of(db, job_id) == "processing"  # shown before the job ended
+    browser.screenshot("first-line")
+    gate.touch()
+    browser.wait(lambda d: stdout.text == "first line\nsecond line", SHOWN, "the second line to show")
+    state = browser.driver.find_element(By.ID, "follow-state")
+    browser.wait(lambda d: state.text == "the job has ended (completed)", SHOWN, "the page to say the job ended")
+    browser.screenshot("ended")
+
+
+def test_a_viewer_s_post_is_refused_and_changes_nothing(db, web, users):
+    job_id = make_dead(db)
+    server = web(users=users)
+    token = token_of(server, "olga", f"/jobs/{job_id}")
+    before = snapshot(db)
+    for path in (f"/jobs/{job_id}/retry", "/queues/default/pause"):
+        for form in ({"csrf": token}, {}):
+            status, _, body = request(server.url + path, "POST", user="victor", form=form)
+            assert (status, "your role may only look" in body) == (403, True), (path, form, status, body)
+    assert snapshot(db) == before
+    status, headers, _ = request(f"{server.url}/jobs/{job_id}/retry", "POST", user="olga", form={"csrf": token})
+    assert status == 303 and state_of(db, job_id) == "pending"  # the same request as an operator acts
+
+
+def test_a_post_without_the_token_or_from_another_site_is_refused(db, web, users):
+    job_id = make_dead(db)
+    server = web(users=users)
+    token = token_of(server, "olga", f"/jobs/{job_id}")
+    url = f"{server.url}/jobs/{job_id}/retry"
+    before = snapshot(db)
+    for form, headers, said in (({}, {}, "token is missing or stale"),
+                                ({"csrf": "0" * 64}, {}, "token is missing or stale"),
+                                ({"csrf": token[:-1] + ("1" if token[-1] == "0" else "0")}, {}, "token"),
+                                ({"csrf": token}, {"Origin": "http://evil.example"}, "another origin"),
+                                ({"csrf": token}, {"Origin": "null"}, "another origin"),
+                                ({"csrf": token}, {"Sec-Fetch-Site": "cross-site"}, "another site"),
+                                ({"csrf": token}, {"Sec-Fetch-Site": "same-site"}, "another site")):
+        status, _, body = request(url, "POST", user="olga", form=form, headers=headers)
+        assert status == 403 and said in body, (form, headers, status, body)
+    status, _, body = request(url, "GET", user="olga")
+    assert status == 405, body
+    assert snapshot(db) == before
+    status, _, _ = request(url, "POST", user="olga", form={"csrf": token},
+                           headers={"Origin": server.origin, "Sec-Fetch-Site": "same-origin"})
+    assert status == 303 and state_of(db, job_id) == "pending"
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@SQLITE_ONLY
+def test_listening_beyond_loopback_needs_users(db, web, users):
+    from support.pgserver import free_port
+
+    port = free_port()
+    done = subprocess.run([*QUEUECTL, "--db", db, "web", "--bind", f"0.0.0.0:{port}"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 78 and done.stdout == "", done
+    assert re.fullmatch(r"queuectl: error: refusing to listen on 0\.0\.0\.0 without users: [^\n]+\n", done.stderr)
+    assert not listening(port)
+    from pathlib import Path
+
+    assert not Path(db).exists()  # nothing made either
+    server = web(users=users, host="0.0.0.0")
+    assert request(server.origin + "/", user="victor")[0] == 200
+    assert request(server.origin + "/")[0] == 401
+
+
+def links_of(driver) -> list[tuple[str, str, str]]:
+    """(what, method, raw address) of every link, asset and form of the page."""
+    return driver.execute_script("""
+        const found = [];
+        for (const e of document.querySelectorAll('[href], [src], form')) {
+          const raw = e.getAttribute(e.tagName === 'FORM' ? 'action' : (e.hasAttribute('href') ? 'href' : 'src'));
+          found.push([e.tagName, (e.getAttribute('method') || 'get').toLowerCase(), raw]);
+        }
+        return found;""")
+
+
+def test_every_page_works_under_a_url_prefix(db, web, users, browser):
+    prefix = "/q/p"
+    first = enqueue(db, command="true", queue="build")
+    second = enqueue(db, command="true", after=[first])
+    dead = make_dead(db)
+    queuectl(db, "schedule", "add", "tick", "--every", "1h", json.dumps({"command": "true"}))
+    queuectl(db, "pause", "build")
+    server = web(users=users, prefix=prefix)
+    browser.sign_in("olga", USERS["olga"][1])
+    pages = ["/", "/jobs", "/jobs?state=dead", f"/jobs/{first}", f"/jobs/{second}", f"/jobs/{dead}", "/queues",
+             "/workers", "/schedules"]
+    checked: dict[str, int] = {}
+    for page in pages:
+        browser.visit(server.url + page, f"prefixed{page}")
+        assert browser.driver.find_elements("css selector", "main h1"), page
+        assert browser.driver.execute_script("return getComputedStyle(document.body).fontFamily") != "", page
+        found = links_of(browser.driver)
+        assert any(what == "SCRIPT" for what, _, _ in found) and any(what == "LINK" for what, _, _ in found), page
+        for what, method, raw in found:
+            url = urljoin(browser.driver.current_url, raw)
+            assert urlsplit(url).path.startswith(prefix + "/"), (page, what, raw)
+            if url not in checked:
+                checked[url] = request(url, user="olga")[0]
+            assert checked[url] == (405 if method == "post" else 200), (page, what, raw, checked[url])
+    forms = [url for url, status in checked.items() if status == 405]
+    assert any(url.endswith("/retry") for url in forms) and any(url.endswith("/resume") for url in forms), forms
+    # the page's own script under the prefix: the live region and the output follow
+    browser.visit(server.url + "/", "prefixed-live")
+    read_at = "return document.querySelector('#live p.read-at').textContent"
+    first_read = browser.driver.execute_script(read_at)
+    browser.wait(lambda d: d.execute_script(read_at) != first_read, SHOWN, "the live region to refresh")
+    for outside in ("/", "/jobs", "/static/style.css", f"/jobs/{first}", "/q", "/q/pp/"):
+        assert request(server.origin + outside, user="olga")[0] == 404, outside
+    status, headers, _ = request(server.origin + prefix, user="olga")
+    assert (status, headers["location"]) == (308, prefix + "/")
+
+
+def test_commands_are_shown_as_text_and_run_no_script(db, web, users, browser, workers, tmp_path):
+    (tmp_path / "w").write_text("until [ -e gate ]; do sleep 0.05; done\n")
+    words = " ".join(f"'{x}'" for x in XSS)
+    command, dead_command = f"sh w {words}", f"false {words}"
+    assert max(len(command), len(dead_command)) <= 80  # not cut short on the lists
+    dead = make_dead(db, command=dead_command)
+    running = enqueue(db, command=command, cwd=str(tmp_path))
+    server = web(users=users)
+    workers.start()
+    wait_for(lambda: state_of(db, running) == "processing", message="the job to run")
+    browser.sign_in("olga", USERS["olga"][1])
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    def harmless(where: str) -> None:
+        assert browser.driver.execute_script("return window.__xss") is None, where
+        assert browser.driver.find_elements(By.CSS_SELECTOR, "main img") == [], where
+        with pytest.raises(NoAlertPresentException):
+            browser.driver.switch_to.alert.text
+
+    browser.visit(f"{server.url}/jobs/{running}", "xss-job")
+    assert browser.driver.find_element(By.ID, "command").text == command
+    harmless("the job's page")
+    browser.visit(f"{server.url}/jobs/{dead}", "xss-dead-job")
+    assert browser.driver.find_element(By.ID, "command").text == dead_command
+    harmless("the dead job's page")
+    browser.visit(f"{server.url}/jobs", "xss-jobs")
+    shown = {row.get_attribute("data-job"): row.find_element(By.CSS_SELECTOR, "td.command").text
+             for row in browser.driver.find_elements(By.CSS_SELECTOR, "#jobs tr[data-job]")}
+    assert shown == {running: command, dead: dead_command}
+    harmless("the jobs list")
+    browser.visit(f"{server.url}/", "xss-overview")
+
+    def rows(d):
+        cells = d.find_elements(By.XPATH, f"//section[@aria-labelledby='h-running']//tr[td/a[text()='{running}']]"
+                                          "/td[@class='command']")
+        dead_rows = d.find_elements(By.XPATH, f"//section[@aria-labelledby='h-dead']//tr[td/a[text()='{dead}']]")
+        return cells and dead_rows and cells[0].text == command
+    browser.wait(rows, SHOWN, "the overview's running and dead tables to show the jobs")
+    harmless("the overview")
+    (tmp_path / "gate").touch()
+    wait_for(lambda: state_of(db, running) == "completed", message="the job to end")
+
+
+def test_the_csp_forbids_inline_script_and_no_page_has_any(db, web, users, browser):
+    job_id = make_dead(db)
+    server = web(users=users)
+    browser.sign_in("olga", USERS["olga"][1])
+    for page in ("/", "/jobs", f"/jobs/{job_id}", "/queues", "/workers", "/schedules", "/nowhere"):
+        status, headers, body = request(server.url + page, user="olga")
+        assert status == (404 if page == "/nowhere" else 200), page
+        csp = headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
+        assert headers["x-content-type-options"] == "nosniff"
+        browser.visit(server.url + page, f"csp{page}")
+        assert browser.driver.execute_script("return document.querySelectorAll('script:not([src])').length") == 0
+        assert browser.driver.execute_script("return document.querySelectorAll('[onclick],[onload],[onerror]')"
+                                             ".length") == 0
+    browser.console()  # what came before
+    browser.driver.execute_script("""
+        const s = document.createElement('script');
+        s.textContent = 'window.__inline = 1';
+        document.body.appendChild(s);""")
+    assert browser.driver.execute_script("return window.__inline") is None
+    violations = browser.wait(lambda d: [e for e in browser.console() if "Content Security Policy" in e["message"]],
+                              SHOWN, "the console to report the CSP violation")
+    assert "script-src 'self'" in violations[0]["message"]
+
+
+@SQLITE_ONLY  # the browser's doing: the engine does not matter
+def test_the_live_region_stops_refreshing_while_the_tab_is_hidden(db, web, browser):
+    server = web()
+    driver = browser.driver
+
+    def refreshes(tab: str) -> int:
+        """The live region's reads from the page opened as ?tab=`tab` (gunicorn's access log has the referer)."""
+        return len(re.findall(rf'"GET /\?part=live HTTP/1.1" 200 \d+ "[^"]*/\?tab={tab}"', server.log()))
+
+    browser.visit(server.url + "/?tab=first", "live-first")
+    browser.wait(lambda d: refreshes("first") >= 2, SHOWN, "the shown tab to refresh")
+    first = driver.current_window_handle
+    driver.switch_to.new_window("tab")  # in front: the first tab is hidden
+    browser.visit(server.url + "/?tab=second", "live-second")
+    assert driver.execute_script("return document.visibilityState") == "visible"
+    hidden_at = refreshes("first")
+    browser.wait(lambda d: refreshes("second") >= 4, SHOWN, "the second tab to refresh four times")
+    assert refreshes("first") <= hidden_at + 1  # one read may have been on its way when it was hidden
+    driver.switch_to.window(first)  # in front again: it refreshes at once, and on
+    browser.wait(lambda d: refreshes("first") >= hidden_at + 3, SHOWN, "the first tab to refresh again")

@@ -1,0 +1,111 @@
+"""The dashboard's connections (queuectl.web.reads) on a real SQLite file: the Reader lets reads alone through,
+every request thread may use the shared connections in turn, and one snapshot serves every request of an
+interval."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from queuectl.api.database import Database
+from queuectl.errors import PermissionDenied
+from queuectl.web.reads import READS, Connections, Reader
+
+
+class Counting:
+    """A store that counts the calls of its methods."""
+
+    def __init__(self, store, calls: list):
+        self._store, self._calls = store, calls
+
+    def __getattr__(self, name):
+        value = getattr(self._store, name)
+        if not callable(value):
+            return value
+
+        def counted(*args, **kw):
+            self._calls.append(name)
+            return value(*args, **kw)
+        return counted
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def opened(db):
+    """(Connections on `db` at interval 3 s with a clock the test moves, the store calls made, the clock)."""
+    Database(db, "test").store().close()  # made, as `queuectl web` makes it before serving
+    calls: list[str] = []
+    clock = Clock()
+    conns = Connections(lambda read_only: Counting(Database(db, "test").store(read_only=read_only), calls), 3.0,
+                        clock=clock)
+    yield conns, calls, clock
+    conns.close()
+
+
+def test_the_reader_refuses_every_method_but_the_reads(opened):
+    conns, _, _ = opened
+    assert conns.read(lambda store: store.counts()) is not None
+    for name in ("enqueue", "retry", "cancel", "set_paused", "purge", "execute", "conn"):
+        assert name not in READS
+        with pytest.raises(PermissionDenied, match=f"{name} is not a read"):
+            conns.read(lambda store: getattr(store, name))
+    reader = Reader(object())
+    with pytest.raises(PermissionDenied):
+        reader.close  # noqa: B018 (closing is not a read either)
+
+
+def test_the_reading_connection_is_read_only_on_sqlite(opened):
+    conns, _, _ = opened
+    assert conns.read(lambda store: store.can_write()) is not None  # mode=ro: the file is not writable through it
+
+
+def test_request_threads_take_turns_on_one_connection(opened):
+    conns, _, _ = opened
+    conns.describe()  # opened in this thread
+    got, errors = [], []
+
+    def request():
+        try:
+            got.append(conns.read(lambda store: store.counts()))
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=request) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(got) == 4
+
+
+def test_one_snapshot_serves_every_request_within_the_interval(opened):
+    conns, calls, clock = opened
+    first = conns.snapshot()
+    reads = len(calls)
+    assert reads > 0
+    clock.now += 2.9
+    assert conns.snapshot() is first and len(calls) == reads
+    clock.now += 0.2
+    assert conns.snapshot() is not first and len(calls) > reads
+
+
+def test_history_is_kept_per_span_and_an_action_drops_what_is_kept(opened):
+    conns, calls, clock = opened
+    first = conns.window(3600.0, 60.0)
+    reads = len(calls)
+    clock.now += 10
+    assert conns.window(3600.0, 60.0) is first and len(calls) == reads
+    conns.snapshot()
+    conns.act(lambda store: None)
+    reads = len(calls)
+    conns.snapshot()
+    conns.window(3600.0, 60.0)
+    assert len(calls) > reads
