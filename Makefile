@@ -39,7 +39,7 @@ bench-startup: $(STAMP)
 DEB_PATH := /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 DEB_TOOLS := build-essential debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
              python3-click python3-click-man python3-daemon python3-sdnotify python3-croniter tzdata python3-pytest python3-pytest-timeout \
-             python3-prometheus-client python3-hypothesis
+             python3-prometheus-client python3-hypothesis python3-flask python3-gunicorn python3-bcrypt
 deb:
 	@PATH=$(DEB_PATH) command -v dpkg-buildpackage >/dev/null && PATH=$(DEB_PATH) dpkg-checkbuilddeps 2>/dev/null || \
 	  { echo "make deb needs Debian's build tools: apt-get install $(DEB_TOOLS)" >&2; exit 1; }

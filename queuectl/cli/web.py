@@ -34,6 +34,18 @@ def web(app, **options):
       queuectl web --bind 0.0.0.0:8765 --users /etc/queuectl/web-users --url-prefix /queuectl
     """
     from queuectl.errors import InvalidConfig
+
+    try:
+        _serve(app, options)
+    except InvalidConfig:
+        from queuectl.web.serve import turn_away
+
+        turn_away()  # under socket activation: else systemd starts the service again for the waiting clients
+        raise
+
+
+def _serve(app, options) -> None:
+    from queuectl.errors import InvalidConfig
     from queuectl.web import config, users
 
     _need_libraries()
@@ -56,6 +68,7 @@ def web(app, **options):
         return Database(db, app.db_source).store(read_only=read_only)
 
     connections = Connections(open_store, cfg.interval)
+
     def say(line: str) -> None:
         click.echo(f"queuectl web: {line}", err=True)
 
@@ -70,8 +83,9 @@ def _need_libraries() -> None:
 
     missing = [name for name in ("flask", "gunicorn", "bcrypt") if importlib.util.find_spec(name) is None]
     if missing:
-        raise InvalidConfig(f"queuectl web needs {', '.join(missing)}: apt-get install python3-flask gunicorn"
-                            " python3-bcrypt (in a virtualenv of the source tree: pip install -e '.[web]')")
+        raise InvalidConfig(f"queuectl web needs {', '.join(missing)}: apt-get install python3-flask"
+                            " python3-gunicorn python3-bcrypt (in a virtualenv of the source tree:"
+                            " pip install -e '.[web]')")
 
 
 @click.group(cls=HelpGroup, name="web-user")

@@ -21,9 +21,8 @@ THREADS = 8
 TIMEOUT, GRACEFUL = 60, 5
 
 
-def inherited_sockets(environ=os.environ) -> list[tuple[str, int]] | None:
-    """Return the (host, port) of each TCP socket systemd passed this process (sd_listen_fds(3)), or None when
-    it passed none; raises InvalidConfig for a passed socket that is not a listening TCP one."""
+def _passed_fds(environ) -> range | None:
+    """Return the descriptors systemd passed this process (sd_listen_fds(3)), or None when it passed none."""
     try:
         count = int(environ.get("LISTEN_FDS", "0"))
         pid = int(environ.get("LISTEN_PID", "0"))
@@ -31,8 +30,17 @@ def inherited_sockets(environ=os.environ) -> list[tuple[str, int]] | None:
         return None
     if count <= 0 or pid != os.getpid():
         return None
+    return range(3, 3 + count)
+
+
+def inherited_sockets(environ=os.environ) -> list[tuple[str, int]] | None:
+    """Return the (host, port) of each TCP socket systemd passed this process (sd_listen_fds(3)), or None when
+    it passed none; raises InvalidConfig for a passed socket that is not a listening TCP one."""
+    fds = _passed_fds(environ)
+    if fds is None:
+        return None
     addresses = []
-    for fd in range(3, 3 + count):
+    for fd in fds:
         sock = socket.socket(fileno=os.dup(fd))
         try:
             if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM:
@@ -42,6 +50,28 @@ def inherited_sockets(environ=os.environ) -> list[tuple[str, int]] | None:
         finally:
             sock.close()
     return addresses
+
+
+def turn_away(environ=os.environ) -> int:
+    """Close the connections waiting on the sockets systemd passed (none if it passed none); return how many.
+
+    Called before exiting on a bad configuration (78): a connection left waiting would have systemd start
+    the service again at once, and again, until its start limit (the socket unit then fails too); closed,
+    the service stays down until the next connection, and that client is not left hanging."""
+    closed = 0
+    for fd in _passed_fds(environ) or ():
+        sock = socket.socket(fileno=os.dup(fd))
+        try:
+            sock.setblocking(False)
+            while True:
+                conn, _ = sock.accept()
+                conn.close()
+                closed += 1
+        except OSError:  # BlockingIOError: none left; anything else: not a listening socket
+            pass
+        finally:
+            sock.close()
+    return closed
 
 
 def check_bind(cfg: WebConfig) -> None:
@@ -72,8 +102,9 @@ def serve(cfg: WebConfig, app, say, at_exit=None) -> None:
         check_exposure(host, cfg.users)
     if passed is None:
         check_bind(cfg)
-    where = ", ".join(f"{h}:{p}" for h, p in passed) + " (from systemd)" if passed else cfg.origin
-    say(f"serving the dashboard on http://{where}{cfg.prefix}/"
+    origins = [WebConfig(host, port).origin for host, port in passed] if passed else [cfg.origin]
+    where = ", ".join(f"http://{origin}{cfg.prefix}/" for origin in origins) + (" (from systemd)" if passed else "")
+    say(f"serving the dashboard on {where}"
         f" ({'users of ' + cfg.users if cfg.users else 'no users: read-only, for whoever can reach it'})")
 
     class Dashboard(BaseApplication):

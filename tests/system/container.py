@@ -40,9 +40,11 @@ RELEASES = ("bookworm", "trixie")
 CACHE = Path(os.environ.get("QUEUECTL_TEST_CACHE", "/var/cache/queuectl-tests"))
 MIRROR = "http://deb.debian.org/debian"
 #: What a debootstrapped root has beyond minbase: a systemd that boots, what the tests run inside, and
-#: every dependency of the .deb and of queuectl from source (so that installing them needs no network).
+#: every dependency of the .deb and of queuectl from source (so that installing them needs no network),
+#: and the dashboard's recommended libraries (queuectl-web.service: test_web_service.py).
 ROOT_PACKAGES = ("systemd", "systemd-sysv", "dbus", "procps", "man-db", "passwd", "python3", "python3-click",
-                 "python3-sdnotify", "python3-daemon", "python3-croniter", "python3-psycopg", "tzdata")
+                 "python3-sdnotify", "python3-daemon", "python3-croniter", "python3-psycopg", "tzdata",
+                 "python3-flask", "python3-gunicorn", "python3-bcrypt")
 #: Days a debootstrapped root serves before it is made again from the archive (which moves on).
 ROOT_MAX_AGE_DAYS = 7
 

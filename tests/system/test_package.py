@@ -13,31 +13,17 @@ import time
 
 import pytest
 
-from .conftest import REPO, require, until
-
-
-SRV = "/srv/queuectl.deb"
+from .conftest import REPO, SRV, apt, place_deb, require, until
 
 
 @pytest.fixture(scope="module")
 def host(booted, deb):
     """The booted container with the package's file under /srv, and an admin in group queuectl later."""
-    c = booted
-    # Build hosts and images often carry a policy-rc.d that forbids service actions (exit 101);
-    # a server does not, and deb-systemd-invoke obeys it. The overlay hides it from the container only.
-    c.run("rm", "-f", "/usr/sbin/policy-rc.d")
-    (c.root / "srv").mkdir(exist_ok=True)
-    (c.root / "srv" / "queuectl.deb").write_bytes(deb.read_bytes())
-    return c
+    return place_deb(booted, deb)
 
 
 def q(c, *args, user=None, check=True):
     return c.run("queuectl", *args, user=user, check=check)
-
-
-def apt(c, *args):
-    return c.run("apt-get", "-y", "-q", "--no-install-recommends", *args,
-                 env={"DEBIAN_FRONTEND": "noninteractive"}, timeout=600)
 
 
 def test_version_agrees_with_pyproject_and_the_package(deb):

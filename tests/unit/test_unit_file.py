@@ -1,4 +1,5 @@
-"""The shipped systemd units: systemd/queuectl-worker@.service and systemd/queuectl.target.
+"""The shipped systemd units: systemd/queuectl-worker@.service and systemd/queuectl.target (and, at the
+end, the dashboard's queuectl-web.socket and queuectl-web.service).
 
 `systemd-analyze verify` and `systemd-analyze security --offline=true` check an instance
 of the template (queuectl-worker@1.service) copied to tmp_path; only its ExecStart's
@@ -286,3 +287,60 @@ def test_target_groups_the_instances(unit):
     assert target.get("Unit", "Description")
     if "queuectl.target" in wanted_by:  # instances hang off the target: it must itself start at boot
         assert "multi-user.target" in (target.get("Install", "WantedBy") or "").split()
+
+
+# -- the dashboard's units: queuectl-web.socket and queuectl-web.service ------------------------------------
+
+WEB_SOCKET, WEB_SERVICE = SYSTEMD_DIR / "queuectl-web.socket", SYSTEMD_DIR / "queuectl-web.service"
+
+
+def web_units(tmp_path: Path) -> Path:
+    """Copy the dashboard's units into tmp_path/units, the service's ExecStart pointed at an executable here;
+    return the service's path."""
+    d = tmp_path / "units"
+    d.mkdir(exist_ok=True)
+    shutil.copy(WEB_SOCKET, d / WEB_SOCKET.name)
+    text = WEB_SERVICE.read_text()
+    assert f"\nExecStart={SHIPPED_BINARY} web\n" in text
+    path = d / WEB_SERVICE.name
+    path.write_text(text.replace(f"ExecStart={SHIPPED_BINARY} ", f"ExecStart={local_queuectl(tmp_path)} "))
+    return path
+
+
+@needs_analyze
+def test_web_units_verify_clean(tmp_path):
+    service = web_units(tmp_path)
+    r = analyze("verify", "--man=no", str(service.parent / WEB_SOCKET.name), str(service))
+    assert r.stderr.splitlines() == [] and r.returncode == 0, r.stderr
+
+
+@needs_analyze
+def test_web_service_exposure_is_at_most_4(tmp_path):
+    r = analyze("security", "--offline=true", str(web_units(tmp_path)))
+    m = re.search(r"Overall exposure level for queuectl-web\.service: (\d+\.\d+)", r.stdout + r.stderr)
+    assert m, f"exit {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    print(f"systemd-analyze security: queuectl-web.service: {m.group(1)}")
+    assert float(m.group(1)) <= 4.0, r.stdout
+
+
+def test_web_socket_listens_where_queuectl_web_does_by_default():
+    from queuectl.web.config import DEFAULT_BIND
+
+    socket = Unit(WEB_SOCKET)
+    assert socket.all("Socket", "ListenStream") == [DEFAULT_BIND]
+    assert socket.get("Socket", "Accept") in (None, "no")  # one service serves every connection
+    assert socket.all("Install", "WantedBy") == ["sockets.target"]
+
+
+def test_web_service_runs_the_dashboard_as_the_queue_user_and_keeps_a_bad_configuration_down():
+    service = Unit(WEB_SERVICE)
+    assert service.all("Service", "ExecStart") == [f"{SHIPPED_BINARY} web"]
+    assert (service.get("Service", "Type"), service.get("Service", "NotifyAccess")) == ("notify", "main")
+    assert (service.get("Service", "User"), service.get("Service", "Group")) == ("queuectl", "queuectl")
+    assert "78" in " ".join(service.all("Service", "RestartPreventExitStatus")).split()
+    # The database it may make stays usable by group queuectl, as the workers' (same umask, directory).
+    template = Unit(TEMPLATE)
+    for key in ("UMask", "StateDirectory", "StateDirectoryMode"):
+        assert service.get("Service", key) == template.get("Service", key), key
+    # Started by its socket only: nothing in [Install] would start it at boot on its own.
+    assert service.all("Install", "WantedBy") == [] and service.all("Install", "Also") == [WEB_SOCKET.name]

@@ -1,6 +1,8 @@
 """A read-only store (open_store's read_only: `queuectl top` on a file it may not write, the dashboard's reads) on
 SQLite and PostgreSQL: every read answers, every write is refused and changes nothing."""
 
+import threading
+
 import pytest
 
 from queuectl.errors import PermissionDenied
@@ -34,3 +36,18 @@ def test_a_read_only_store_refuses_every_write_and_changes_nothing(reader, store
     with pytest.raises(PermissionDenied, match="read-only here"):
         write(reader)
     assert (store.counts(), store.paused_queues(), store.settings(), store.get_job("a")) == before
+
+
+
+def test_a_store_serves_a_thread_other_than_the_one_that_opened_it(reader, store):
+    # The dashboard's request threads take turns on its two connections (queuectl.web.reads), one at a time.
+    seen = []
+
+    def act_and_read():
+        store.cancel(["a"], NOW)
+        seen.append(reader.get_job("a").state)
+
+    thread = threading.Thread(target=act_and_read)
+    thread.start()
+    thread.join()
+    assert seen == [JobState.CANCELLED]
