@@ -47,8 +47,9 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     so that the caller wakes the workers (queuectl.wake.wake_local_workers); the store itself knows no
     processes. SQLite only: PostgreSQL NOTIFYs its workers inside the transaction, and ignores it.
 
-    `read_only`: SQLite only: open an existing file that this user may read and not write (a viewer such as
-    `queuectl top`); a write then fails. PostgreSQL ignores it (its role decides: Store.can_write).
+    `read_only`: a viewer's connection (`queuectl top`, the dashboard's reads), on which every write raises
+    PermissionDenied (PostgreSQL runs each statement in a READ ONLY transaction; SQLite opens an existing
+    file mode=ro: also one this user may read and not write).
 
     Raises InvalidInput for a value meant for PostgreSQL that is not such a URI (a mistyped
     scheme, libpq's keyword form), and what the engine's constructor raises (InvalidInput,
@@ -57,7 +58,7 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     if is_uri(target):
         from queuectl.store.postgres import PostgresStore
 
-        return PostgresStore(target, durable=durable, defaults=defaults, session=session)
+        return PostgresStore(target, durable=durable, defaults=defaults, session=session, read_only=read_only)
     why = near_miss(target)
     if why is not None:
         raise InvalidInput(why)

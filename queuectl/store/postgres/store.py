@@ -132,6 +132,20 @@ class _Connection:
             cur.executemany(self._sql(sql), rows)
 
 
+class _ReadOnlyConnection(_Connection):
+    """A _Connection whose every statement runs in a transaction of its own begun READ ONLY (its connection's
+    `read_only` is set): the server refuses any write, also through a pooler in transaction mode, where a
+    session setting (default_transaction_read_only) would outlive the transaction."""
+
+    def execute(self, sql: str, params=()):
+        with self.conn.transaction():
+            return self.conn.execute(self._sql(sql), tuple(params))
+
+    def executemany(self, sql: str, rows) -> None:
+        with self.conn.transaction():
+            super().executemany(sql, rows)
+
+
 class _Wakeups:
     """The LISTEN connection of one worker: `fileno()` for its select(), `take()` to consume what came."""
 
@@ -205,12 +219,13 @@ class PostgresStore(OneStatementExchange):
     ACTIVITY_TABLES = ("activity", "activity_deltas")
 
     def __init__(self, uri: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,
-                 session: bool = False):
+                 session: bool = False, read_only: bool = False):
         if psycopg is None:
             raise _missing_driver()
         self.UniqueViolation = psycopg.errors.UniqueViolation
         self.uri = uri
         self.session = session
+        self.read_only = read_only
         self.defaults = {**settings_mod.defaults(), **(defaults or {})}
         params = _parse(uri)
         self._tcp = {k: v for k, v in TCP_FAILFAST.items() if k not in params}
@@ -264,6 +279,8 @@ class PostgresStore(OneStatementExchange):
             raise DatabaseUnavailable(f"cannot connect to database {self._display}: {reason}") from None
         if not self.session:
             conn.prepare_threshold = None  # a pooler may run the next transaction on another server connection
+        if self.read_only:
+            conn.read_only = True  # every transaction begins READ ONLY (see _ReadOnlyConnection)
         return conn
 
     def _connection(self):
@@ -285,7 +302,7 @@ class PostgresStore(OneStatementExchange):
 
     @property
     def c(self) -> _Connection:
-        return _Connection(self._connection())
+        return (_ReadOnlyConnection if self.read_only else _Connection)(self._connection())
 
     def _redact(self, text: str) -> str:
         """`text` without any candidate password of the URI (queuectl.dburi.redact)."""
@@ -309,6 +326,8 @@ class PostgresStore(OneStatementExchange):
         except psycopg.DataError as e:
             raise InvalidInput(f"database {self._display}: {self._redact(_first_line(e))}") from None
         except psycopg.Error as e:
+            if self.read_only and isinstance(e, psycopg.errors.ReadOnlySqlTransaction):  # not a standby's refusal
+                raise PermissionDenied(f"refused: database {self._display} was opened read-only here") from None
             if self._conn is not None and self._conn.broken:
                 raise DatabaseUnavailable(f"lost the connection to database {self._display}:"
                                           f" {self._redact(_first_line(e))}") from None

@@ -125,7 +125,8 @@ class SqliteStore(SpaceCare):
             if "disk is full" in text:
                 raise DatabaseUnavailable(f"database {self.path}: {text} (free space on its filesystem)") from None
             if "readonly" in text or "unable to open" in text:
-                raise InvalidInput(f"cannot write to database {self.path}: {text} (check its permissions)") from None
+                why = "opened read-only here" if self.read_only else "check its permissions"
+                raise PermissionDenied(f"cannot write to database {self.path}: {text} ({why})") from None
             if "database is locked" in text:  # another process held its lock for the whole busy timeout
                 raise DatabaseUnavailable(f"database {self.path}: {text}") from None
             raise DatabaseError(f"database {self.path}: {text}") from None
