@@ -25,6 +25,8 @@ are skipped, and the SQLite ones are reported all the same.
 8. breakdown (bench/breakdown.py): where a job's time goes in an in-process worker's drain of (2)'s
    jobs, on each engine and psycopg implementation: spawn, wait, store and the rest, in
    microseconds per job, beside the spawn ceiling's.
+9. dashboard (bench/dashboard.py): `queuectl web`'s pages timed on (5)'s million jobs, and its reads of the
+   queue while many tabs poll its overview, on both engines.
 
 Each figure is the median of several rounds. --smoke shrinks every size so the suite can run it.
 """
@@ -58,9 +60,11 @@ QUEUECTL = [PY, "-m", "queuectl"]
 ENV = {**os.environ, "QUEUECTL_CONFIG": "", "PYTHONPATH": str(REPO)}
 SIZES = {
     "full": dict(rounds=3, spawn=2000, drain=2000, pickup=100, idle=10.0, cli=15, file=100_000, stored=1_000_000,
-                 retention=200_000, keep=60, blocked=10_000, viewed=4000),
+                 retention=200_000, keep=60, blocked=10_000, viewed=4000,
+                 web_requests=50, web_clients=20, web_poll_s=10.0),
     "smoke": dict(rounds=1, spawn=50, drain=50, pickup=5, idle=0.5, cli=2, file=500, stored=2_000,
-                  retention=300, keep=1, blocked=200, viewed=50),
+                  retention=300, keep=1, blocked=200, viewed=50,
+                  web_requests=3, web_clients=3, web_poll_s=2.0),
 }
 
 
@@ -499,10 +503,14 @@ def main() -> None:
             rate = enqueue_file_rate(server.create_database("file"), rows, size["file"])
             pg["enqueue_file"] = {"cli_rows_per_s": rate, "vs_sqlite": rate / out["enqueue_file"]["cli_rows_per_s"]}
         s = out["scale"] = scale(empty, str(tmp / "big.db"), size, drains[2])
+        import dashboard  # bench/dashboard.py: it imports this file as `run`
+
+        out["dashboard"] = dashboard.dashboard(str(tmp / "big.db"), size["stored"], size)
         if server:
-            ps = pg["scale"] = scale(pg_empty, server.create_database("big"), size, pg_drains[2])
+            ps = pg["scale"] = scale(pg_empty, pg_big := server.create_database("big"), size, pg_drains[2])
             ps["status_vs_sqlite"] = ps["status_s"] / s["status_s"]
             ps["list_vs_sqlite"] = ps["list_s"] / s["list_s"]
+            pg["dashboard"] = dashboard.dashboard(pg_big, size["stored"], size)
         out["blocked"] = blocked(str(tmp / "blocked.db"), size, drains[2])
         if server:
             pg["blocked"] = blocked(server.create_database("blocked"), size, pg_drains[2])
@@ -554,8 +562,11 @@ def report(out: dict) -> None:
          f"{k['drain_ratio']:.2f}x (target >= 0.9x)"),
     ]
     pg = out["postgresql"]
+    import dashboard
+
+    rows += dashboard.rows(out["dashboard"])
     if "skipped" not in pg:
-        rows += postgres_rows(out)
+        rows += postgres_rows(out) + dashboard.rows(pg["dashboard"], "pg: ", out["dashboard"])
     width = max(len(r[0]) for r in rows)
     for name, value, ratio in rows:
         print(f"{name:<{width}}  {value:<26} {ratio}")

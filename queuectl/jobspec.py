@@ -19,6 +19,8 @@ FIELDS = ("id", "command", "queue", "priority", "max_retries", "run_at", "delay"
 #: The most dependencies one job may name.
 MAX_AFTER = 1000
 _ID = re.compile(r"[A-Za-z0-9._:@+=-]{1,128}")
+#: What a job id and an idempotency key may be (_ID), as errors say it.
+ID_RULE = "1-128 characters of letters, digits and ._:@+=-"
 _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 #: An unknown field's name shown as it is in a message; any other is shown as repr() shows it.
 _PLAIN_NAME = re.compile(r"[\w.-]+")
@@ -55,7 +57,7 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_unicode(text: str) -> bool:
+def is_unicode(text: str) -> bool:
     """Return False if `text` holds lone surrogates, which cannot be stored as UTF-8."""
     try:
         text.encode("utf-8")
@@ -168,6 +170,13 @@ def check_queue(name) -> str:
     return name
 
 
+def check_id(value, what: str) -> str:
+    """Return `value` if it is a valid job id or idempotency key (ID_RULE); raises InvalidInput naming it `what`."""
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise InvalidInput(f"{what} must be {ID_RULE}")
+    return value
+
+
 def validate_job(obj, now: float) -> NewJob:
     """Validate a decoded JSON value into a NewJob; raises InvalidInput (see parse_job)."""
     if not isinstance(obj, dict):
@@ -187,7 +196,7 @@ def validate_job(obj, now: float) -> NewJob:
         raise InvalidInput("command must not be empty")
     if "\0" in command:
         raise InvalidInput("command must not contain a NUL character")
-    if not _is_unicode(command):
+    if not is_unicode(command):
         raise InvalidInput("command must be valid Unicode text (it has a lone surrogate such as \\ud800)")
     if len(command.encode("utf-8")) > MAX_COMMAND_BYTES:
         raise InvalidInput(f"command is longer than {MAX_COMMAND_BYTES} bytes")
@@ -195,12 +204,12 @@ def validate_job(obj, now: float) -> NewJob:
     job_id = obj.get("id")
     if job_id is None:
         job_id = new_job_id()
-    elif not isinstance(job_id, str) or not _ID.fullmatch(job_id):
-        raise InvalidInput("id must be 1-128 characters of letters, digits and ._:@+=-")
+    else:
+        check_id(job_id, "id")
 
     key = obj.get("key")
-    if key is not None and (not isinstance(key, str) or not _ID.fullmatch(key)):
-        raise InvalidInput("key must be 1-128 characters of letters, digits and ._:@+=-")
+    if key is not None:
+        check_id(key, "key")
 
     after = _parse_after(obj.get("after", ()), job_id)
 
@@ -237,7 +246,7 @@ def validate_job(obj, now: float) -> NewJob:
 
     cwd = obj.get("cwd")
     if cwd is not None and (not isinstance(cwd, str) or not cwd.startswith("/") or "\0" in cwd
-                            or not _is_unicode(cwd)):
+                            or not is_unicode(cwd)):
         raise InvalidInput("cwd must be an absolute path")
 
     return NewJob(
@@ -259,8 +268,7 @@ def _parse_after(value, job_id: str) -> tuple[str, ...]:
     """The `after` field (a job id, or a list of at most MAX_AFTER) as a tuple of distinct ids; raises InvalidInput."""
     ids = [value] if isinstance(value, str) else value
     if not isinstance(ids, (list, tuple)) or not all(isinstance(i, str) and _ID.fullmatch(i) for i in ids):
-        raise InvalidInput("after must be a job id or a list of job ids (1-128 characters of letters, digits and"
-                           " ._:@+=-)")
+        raise InvalidInput(f"after must be a job id or a list of job ids ({ID_RULE})")
     if len(ids) > MAX_AFTER:
         raise InvalidInput(f"after names more than {MAX_AFTER} jobs")
     if job_id in ids:

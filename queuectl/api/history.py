@@ -96,7 +96,8 @@ def window(store, *, since: float = 3600.0, step: float = 60.0, by_queue: bool =
 
 
 def _minutes(store, queue: str | None, since: float, now: float | None, step: float) -> tuple[float, list]:
-    """The start of the step (seconds) that `now - since` falls in, and the store's ActivityRows from it to `now`."""
+    """The start of the step (seconds) that `now - since` falls in, and the store's ActivityRows from it to `now`,
+    summed per step by the store."""
     from queuectl.errors import InvalidInput
     from queuectl.jobspec import check_queue
 
@@ -106,7 +107,7 @@ def _minutes(store, queue: str | None, since: float, now: float | None, step: fl
         raise InvalidInput(f"a history span must be 0 s or more, got {since!r}")
     end = _now(store, now)
     first = (end - since) // step * step
-    return first, store.activity(first, end, queue)
+    return first, store.activity(first, end, queue, int(step))
 
 
 def _rows(minutes, key) -> list[HistoryRow]:

@@ -141,15 +141,12 @@ def list_jobs(store, state: str | None = None, queue: str | None = None, limit: 
     The total comes from the kept counts (no scan), and is read only when the limit cut the
     list short (else it is the list's length). Raises InvalidInput for a bad queue name or state.
     """
+    from queuectl.api.search import job_state
     from queuectl.jobspec import check_queue
-    from queuectl.models import JobState
 
     if queue is not None:
         check_queue(queue)
-    try:
-        chosen = JobState(state) if state else None
-    except ValueError:
-        raise InvalidInput(f"no job state {state!r}") from None
+    chosen = job_state(state) if state else None
     jobs = store.list_jobs(chosen, queue, limit)
     return jobs, matching_total(store, state, queue) if len(jobs) >= limit else len(jobs)
 

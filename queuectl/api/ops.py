@@ -146,3 +146,112 @@ def purge(store, states: Sequence[str] = (), older_than: str | None = None, queu
         if n < PURGE_BATCH:
             break
     return Purged(removed, compacted=store.compact())
+
+
+#: How many jobs a bulk action reads and changes at a time (one store call, one transaction, each).
+BULK_BATCH = 500
+#: How many refusals a Bulk names (the others are counted).
+BULK_REASONS = 5
+
+
+@dataclass(frozen=True)
+class Bulk:
+    """What a bulk action did to the jobs its filter matched: `matched` jobs read, of which `changed` were
+    cancelled or retried, `requested` (cancel) running ones whose worker was asked to stop them, and `skipped`
+    left as they were (their state did not allow it, or a rule refused it); `reasons`: the first
+    BULK_REASONS refusals, each one line naming its job (user data: escape before printing)."""
+
+    matched: int
+    changed: int
+    requested: int
+    skipped: int
+    reasons: tuple[str, ...] = ()
+
+
+def _bulk_filter(job_filter):
+    """Return `job_filter` (a queuectl.store.jobfilter.JobFilter), refusing one with no field (InvalidInput)."""
+    if job_filter.empty():
+        raise InvalidInput("a bulk action needs a filter: give a state, queue, key, dependency, text or id prefix")
+    return job_filter
+
+
+def _matching(store, job_filter, batch: int):
+    """Yield the jobs `job_filter` matches in lists of up to `batch`, newest first, keyset by seq: the first read
+    bounds them (jobs enqueued later have higher seqs and are never read), and no job is read twice."""
+    before = None
+    while True:
+        jobs = store.find_jobs(job_filter, before, batch)
+        if jobs:
+            yield jobs
+        if len(jobs) < batch:
+            return
+        before = jobs[-1].seq
+
+
+def cancel_matching(store, job_filter, batch: int = BULK_BATCH) -> Bulk:
+    """Cancel every job `job_filter` matches (a queuectl.store.jobfilter.JobFilter, checked by
+    queuectl.api.search.job_filter), BULK_BATCH jobs per store call, newest first; return what it did.
+
+    The rules are `cancel`'s (Store.cancel): pending, blocked and failed jobs are cancelled with their dependants
+    (which may not match the filter); a running one's worker is asked to stop it (not waited for); completed,
+    dead and cancelled jobs are skipped. Jobs enqueued after it began are not touched. Raises InvalidInput for
+    a filter with no field (nobody cancels every job by an empty form).
+    """
+    job_filter = _bulk_filter(job_filter)
+    matched = changed = requested = 0
+    reasons: list[str] = []
+    for jobs in _matching(store, job_filter, batch):
+        matched += len(jobs)
+        for r in store.cancel([j.id for j in jobs], store.now()):
+            changed += r.result == "cancelled"
+            requested += r.result == "requested"
+            if r.result == "error" and len(reasons) < BULK_REASONS:
+                reasons.append(r.message)
+    return Bulk(matched, changed, requested, matched - changed - requested, tuple(reasons))
+
+
+def retry_matching(store, job_filter, batch: int = BULK_BATCH) -> Bulk:
+    """Retry every dead or cancelled job `job_filter` matches (as _bulk_filter and cancel_matching take it),
+    BULK_BATCH jobs per store call, newest first; return what it did.
+
+    The rules are `retry`'s (Store.retry): each goes back to pending (blocked while a dependency has not
+    completed), attempts reset to 0. Jobs in other states are skipped; so is a job whose key another job holds,
+    or whose dependency is dead or cancelled once every matched job was retried: a batch the store refuses is
+    retried job by job, and each job refused then is tried once more at the end, oldest first (after its
+    dependencies, which come in later batches). Jobs enqueued after it began are not touched. Raises
+    InvalidInput for a filter with no field.
+    """
+    from queuectl.errors import Conflict, NotFound
+
+    job_filter = _bulk_filter(job_filter)
+    matched = changed = 0
+    reasons: list[str] = []
+    later: list[tuple[int, str]] = []  # (seq, id) of jobs refused job by job, tried once more at the end
+
+    def one_by_one(ids: list[tuple[int, str]], last: bool) -> int:
+        done = 0
+        for seq, job_id in ids:
+            try:
+                store.retry([job_id], store.now())
+                done += 1
+            except (Conflict, NotFound) as e:
+                if not last:
+                    later.append((seq, job_id))
+                elif len(reasons) < BULK_REASONS:
+                    reasons.append(str(e))
+        return done
+
+    for jobs in _matching(store, job_filter, batch):
+        matched += len(jobs)
+        chosen = [(j.seq, j.id) for j in jobs if j.state in (JobState.DEAD, JobState.CANCELLED)]
+        for j in jobs:
+            if j.state not in (JobState.DEAD, JobState.CANCELLED) and len(reasons) < BULK_REASONS:
+                reasons.append(f"job {j.id!r} is {j.state.value}; only dead or cancelled jobs can be retried")
+        try:
+            if chosen:
+                store.retry([job_id for _, job_id in chosen], store.now())
+            changed += len(chosen)
+        except (Conflict, NotFound):  # nothing changed: find which, and let the others go back
+            changed += one_by_one(chosen, last=False)
+    changed += one_by_one(sorted(later), last=True)
+    return Bulk(matched, changed, 0, matched - changed, tuple(reasons))

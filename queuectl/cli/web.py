@@ -56,7 +56,10 @@ def web(app, **options):
         return Database(db, app.db_source).store(read_only=read_only)
 
     connections = Connections(open_store, cfg.interval)
-    serve(cfg, dashboard.create_app(cfg, connections, known), lambda line: click.echo(f"queuectl web: {line}", err=True))
+    def say(line: str) -> None:
+        click.echo(f"queuectl web: {line}", err=True)
+
+    serve(cfg, dashboard.create_app(cfg, connections, known), say, at_exit=lambda: say(connections.summary()))
 
 
 def _need_libraries() -> None:

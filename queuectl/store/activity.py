@@ -21,6 +21,7 @@ totals and purge here, which they import when first called: `queuectl enqueue` n
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Sequence
 
 from queuectl.store.base import HISTORY_BATCH
@@ -169,23 +170,29 @@ def _row(r, minute: float | None = None) -> ActivityRow:
                        float(r["wait_sum"] or 0), float(r["run_sum"] or 0))
 
 
-def _read(store, where: str, params: Sequence, group: str) -> list:
-    """The summed rows of `store`'s activity (its ACTIVITY_TABLES) matching `where`, by `group`."""
-    union = " UNION ALL ".join(f"SELECT queue, minute, {', '.join(SUMMED)} FROM {t} WHERE {where}"
+def _read(store, where: str, params: Sequence, group: str, minute: str = "minute") -> list:
+    """The summed rows of `store`'s activity (its ACTIVITY_TABLES) matching `where`, by `group`, each row's minute
+    taken as the SQL expression `minute`."""
+    union = " UNION ALL ".join(f"SELECT queue, {minute} AS minute, {', '.join(SUMMED)} FROM {t} WHERE {where}"
                                for t in store.ACTIVITY_TABLES)
     with store._errors():
         return store.c.execute(f"SELECT {group}, {_sums()} FROM ({union}) a GROUP BY {group} ORDER BY {group}",
                                [*params] * len(store.ACTIVITY_TABLES)).fetchall()
 
 
-def read(store, since: float, until: float, queue: str | None = None) -> list[ActivityRow]:
-    """Return each queue's activity per minute for the minutes that begin in [since, until) (Unix seconds on the
-    store's clock), oldest first, then by queue; minutes with no activity are absent. `queue`: that queue's
-    alone. (SqlStore.activity.)"""
-    where, params = f"minute >= ? AND minute < ? AND minute > {RETIRED}", [since, until]
+def read(store, since: float, until: float, queue: str | None = None, step: int = 60) -> list[ActivityRow]:
+    """Return each queue's activity per `step` seconds (a whole number of minutes; each row's `minute` the step's
+    start, aligned on Unix time) for the minutes that begin in [since, until) (Unix seconds on the store's clock),
+    oldest first, then by queue; steps with no activity are absent. `queue`: that queue's alone. Summed by the
+    database: a week's hours are 168 rows a queue, not 10,080 minutes to add up here. (SqlStore.activity.)"""
+    if step < 60 or step % 60:
+        raise ValueError(f"a step of activity is a whole number of minutes, got {step!r} s")
+    # The column is an integer on both engines: bounds as integers (the same minutes) keep PostgreSQL on its index
+    # (a bigint compared with a float8 parameter is cast, and every row read), and the division drops the remainder.
+    where, params = f"minute >= ? AND minute < ? AND minute > {RETIRED}", [math.ceil(since), math.ceil(until)]
     if queue is not None:
         where, params = f"{where} AND queue = ?", [*params, queue]
-    return [_row(r) for r in _read(store, where, params, "minute, queue")]
+    return [_row(r) for r in _read(store, where, params, "minute, queue", f"minute / {int(step)} * {int(step)}")]
 
 
 def totals(store) -> dict[str, ActivityRow]:

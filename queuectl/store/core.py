@@ -94,6 +94,13 @@ class SqlCore:
     ACTIVITY_TABLES: tuple[str, ...] = ("activity",)
     #: Two byte strings joined, as a byte string ({0} then {1}).
     CONCAT = "({0} || {1})"
+    #: The position of text {1} in text {0}, from 1 (0: not in it): a substring test without LIKE's wildcards.
+    FIND = "instr({0}, {1})"
+    #: A job's id as ordered for an id prefix's range (queuectl.store.search): byte order.
+    ID_ORDER = "id"
+    #: Expression {0} as a term no index serves, so that the planner takes another (SQLite's unary +); PostgreSQL's
+    #: planner chooses by its statistics.
+    NOT_INDEXED = "{0}"
 
     c: Any
     defaults: dict[str, Any]

@@ -18,6 +18,7 @@ from queuectl.clock import Instant
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, QueueLimit, Schedule, StoppedWorker, WorkerInfo
 from queuectl.store.activity import ActivityRow
+from queuectl.store.jobfilter import Dependencies, JobFilter
 from queuectl.store.base import CancelResult, Enqueued, Exchanged, FollowedOutput, JobProcess
 from queuectl.store.request import Exchange
 
@@ -81,6 +82,17 @@ class CommandStore(Shared, Protocol):
     def list_jobs(self, state: JobState | None = None, queue: str | None = None, limit: int = 100) -> list[Job]:
         """Up to `limit` jobs, newest first."""
 
+    def find_jobs(self, filter: JobFilter, before_seq: int | None = None, limit: int = 50) -> list[Job]:
+        """Up to `limit` jobs that `filter` matches, newest first, with seq below `before_seq` when given (keyset
+        pages: pass the last job's seq), each with its `after`. A text filter scans (queuectl.store.search)."""
+
+    def count_jobs(self, filter: JobFilter, cap: int = 10_000) -> int:
+        """How many jobs `filter` matches, counting at most `cap` + 1: a result above `cap` means more."""
+
+    def dependencies(self, job_id: str) -> Dependencies:
+        """The jobs `job_id` waits for and those waiting for it (100 each at most, oldest first, with their states
+        and whether there are more); raises NotFound."""
+
     def counts(self) -> dict[str, dict[str, int]]:
         """{queue: {state: jobs}}, zero counts left out."""
 
@@ -133,8 +145,9 @@ class CommandStore(Shared, Protocol):
     def queue_limits(self) -> list[QueueLimit]:
         """Every queue's limits, by queue."""
 
-    def activity(self, since: float, until: float, queue: str | None = None) -> list[ActivityRow]:
-        """Each queue's activity per minute, minutes beginning in [since, until) (Unix seconds), oldest first."""
+    def activity(self, since: float, until: float, queue: str | None = None, step: int = 60) -> list[ActivityRow]:
+        """Each queue's activity per `step` seconds (whole minutes), minutes beginning in [since, until) (Unix
+        seconds), oldest first."""
 
     def activity_totals(self) -> dict[str, ActivityRow]:
         """{queue: its activity summed since the history began} (retention does not lower it)."""

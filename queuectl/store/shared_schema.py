@@ -101,3 +101,8 @@ ALTER TABLE queue_starts ADD COLUMN boot TEXT;          -- boot id of the claim'
 ALTER TABLE queue_starts ADD COLUMN mono REAL_T;        -- CLOCK_MONOTONIC seconds of that boot
 CREATE INDEX queue_starts_mono ON queue_starts (queue, boot, mono);
 """
+
+
+#: The index that finds jobs by idempotency key whether they have ended or not (queuectl.store.search; the
+#: jobs_key_held index holds only the jobs that hold their key): partial, so jobs without a key cost nothing.
+SEARCH_INDEXES = "CREATE INDEX jobs_key ON jobs (key) WHERE key IS NOT NULL;\n"

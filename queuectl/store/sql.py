@@ -8,6 +8,7 @@ files: statements are composed from the shared fragments and the engines' hints 
 - queuectl.store.workers: registration, heartbeats, recovery of a dead worker's jobs, leases;
 - queuectl.store.operator: retry, cancel, pause, purge;
 - queuectl.store.activity: activity history (per queue and minute), its reads and its retention;
+- queuectl.store.search: finding jobs by a filter (keyset pages, capped counts), a job's dependencies both ways;
 - queuectl.store.schedules, queuectl.store.limits, queuectl.store.settings.
 
 Each builds on queuectl.store.core (SqlCore: what an engine supplies, and the statement pieces all
@@ -16,6 +17,8 @@ SqliteStore (queuectl.store.sqlite) and PostgresStore (queuectl.store.postgres) 
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from queuectl.store.base import HISTORY_BATCH
 from queuectl.store.core import JOB_COLUMNS, SqlCore, claimed_jobs
@@ -27,17 +30,21 @@ from queuectl.store.schedules import ScheduleStore
 from queuectl.store.settings import SettingsStore
 from queuectl.store.workers import WorkerStore
 
+if TYPE_CHECKING:
+    from queuectl.models import Job
+    from queuectl.store.jobfilter import Dependencies, JobFilter
+
 
 class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStore, LimitStore, SettingsStore):
     """The queue's operations on a SQL database (see the module); subclasses supply the engine (SqlCore)."""
 
     # Activity history: its module loads when first used, never on `queuectl enqueue`'s path.
-    def activity(self, since: float, until: float, queue: str | None = None) -> list:
-        """Return each queue's activity per minute, minutes beginning in [since, until) (Unix seconds), oldest
-        first (queuectl.store.activity.read)."""
+    def activity(self, since: float, until: float, queue: str | None = None, step: int = 60) -> list:
+        """Return each queue's activity per `step` seconds (whole minutes), minutes beginning in [since, until)
+        (Unix seconds), oldest first (queuectl.store.activity.read)."""
         from queuectl.store import activity
 
-        return activity.read(self, since, until, queue)
+        return activity.read(self, since, until, queue, step)
 
     def activity_totals(self) -> dict:
         """Return {queue: its activity summed since the history began} (queuectl.store.activity.totals)."""
@@ -51,6 +58,27 @@ class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStor
         from queuectl.store import activity
 
         return activity.purge(self, before, limit)
+
+    # Finding jobs: its module loads when first used, never on `queuectl enqueue`'s path.
+    def find_jobs(self, filter: JobFilter, before_seq: int | None = None, limit: int = 50) -> list[Job]:
+        """Return up to `limit` jobs that `filter` matches, newest first, with seq below `before_seq` when given
+        (keyset pages; queuectl.store.search.find)."""
+        from queuectl.store import search
+
+        return search.find(self, filter, before_seq, limit)
+
+    def count_jobs(self, filter: JobFilter, cap: int = 10_000) -> int:
+        """Return how many jobs `filter` matches, counting at most `cap` + 1 (queuectl.store.search.count)."""
+        from queuectl.store import search
+
+        return search.count(self, filter, cap)
+
+    def dependencies(self, job_id: str) -> Dependencies:
+        """Return the jobs `job_id` waits for and those waiting for it, bounded, with their states; raises
+        NotFound (queuectl.store.search.dependencies)."""
+        from queuectl.store import search
+
+        return search.dependencies(self, job_id)
 
 
 __all__ = ["SqlStore", "SqlCore", "JOB_COLUMNS", "claimed_jobs"]

@@ -6,6 +6,7 @@ the CLI's. Each answers with a redirect (303) to the page it came from, saying w
     POST /jobs/ID/cancel            cancel a job (a running one's worker is asked to stop it)
     POST /queues/NAME/pause         pause a queue (and /resume)
     POST /schedules/NAME/pause      pause a schedule (and /resume)
+    POST /bulk                      cancel or retry everything a filter matches (confirmed at GET /bulk)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from flask import current_app, redirect, url_for
 def register(app) -> None:
     """Add the actions to `app` (POST only)."""
     for rule, endpoint, view in (
+            ("/bulk", "bulk_act", bulk_act),
             ("/jobs/<job_id>/retry", "retry_job", retry_job),
             ("/jobs/<job_id>/cancel", "cancel_job", cancel_job),
             ("/queues/<queue>/pause", "pause_queue", lambda queue: queue_paused(queue, True)),
@@ -73,3 +75,24 @@ def schedule_paused(name: str, paused: bool):
     said = f"schedule {name} {word}" if changed else f"schedule {name} was already {'paused' if paused else 'running'}"
     return _back("schedules", said)
 
+
+
+def bulk_act():
+    """Cancel or retry every job the form's filters match, in batches (queuectl.api.ops)."""
+    from flask import request
+
+    from queuectl.api import ops
+    from queuectl.api.search import job_filter
+    from queuectl.errors import InvalidInput
+    from queuectl.web.pages import BULK, api_fields, filters
+
+    action = request.form.get("action")
+    if action not in BULK:
+        raise InvalidInput(f"a bulk action is {' or '.join(BULK)}, got {action!r}")
+    chosen = filters(request.form)
+    act = ops.cancel_matching if action == "cancel" else ops.retry_matching
+    done = _act(lambda store: act(store, job_filter(**api_fields(chosen))))
+    said = (f"{'cancelled' if action == 'cancel' else 'retried'} {done.changed} of {done.matched} matching"
+            f" job{'' if done.matched == 1 else 's'}" + (f", {done.requested} running asked to stop" if done.requested else "")
+            + (f"; {done.skipped} left as they were" if done.skipped else ""))
+    return _back("jobs", said, **chosen)

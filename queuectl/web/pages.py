@@ -2,6 +2,7 @@
 
     /                   the overview (its live part alone: /?part=live, which the page reloads itself)
     /jobs               jobs, filtered by query parameters (?state=dead&queue=build)
+    /bulk               the confirmation of a bulk action on what a filter matches (operators)
     /jobs/ID            one job: every field, its dependencies, its output (following live: /jobs/ID/output.json)
     /queues             the queues: jobs by state, pause, limit, oldest wait
     /workers            the workers: host, slots busy of total, heartbeat age, unit
@@ -30,6 +31,7 @@ def register(app) -> None:
     """Add the pages to `app`."""
     app.add_url_rule("/", "overview", overview)
     app.add_url_rule("/jobs", "jobs", jobs)
+    app.add_url_rule("/bulk", "bulk", bulk)
     app.add_url_rule("/jobs/<job_id>/output.json", "output", output)
     app.add_url_rule("/jobs/<job_id>", "job", job)
     app.add_url_rule("/queues", "queues", queues)
@@ -47,29 +49,81 @@ def overview():
     for name, span, step in SPANS:
         rows, spans = conns.window(span, step)
         charts.append(throughput(name, rows, list(spans.values()), snap.now.wall, span, step))
-    dead = conns.read(lambda store: list_jobs(store, "dead", limit=DEAD_SHOWN)[0])
-    running = conns.read(lambda store: list_jobs(store, "processing", limit=RUNNING_SHOWN)[0])
+    # Read with the snapshot, as often: what every tab's refresh shows (queuectl.web.reads).
+    dead = conns.kept(("dead",), lambda store: list_jobs(store, "dead", limit=DEAD_SHOWN)[0])
+    running = conns.kept(("running",), lambda store: list_jobs(store, "processing", limit=RUNNING_SHOWN)[0])
     template = "overview_live.html" if request.args.get("part") == "live" else "overview.html"
     return render_template(template, snap=snap, charts=charts, dead=dead, running=running)
 
 
-def jobs():
-    from queuectl.api.jobs import list_jobs
+#: The filters of /jobs, each a query parameter of the same name (queuectl.api.search's fields).
+FILTERS = ("state", "queue", "key", "after", "text", "id")
 
-    state = request.args.get("state") or None
-    queue = request.args.get("queue") or None
-    found, total = connections().read(lambda store: list_jobs(store, state, queue, limit=PAGE))
+
+def filters(args) -> dict[str, str]:
+    """Return the filters given in `args` (a request's query or form), empty ones left out."""
+    return {name: args.get(name, "").strip() for name in FILTERS if args.get(name, "").strip()}
+
+
+def api_fields(chosen: dict[str, str]) -> dict[str, str]:
+    """Return the filters of /jobs as queuectl.api.search's arguments (`id` there is `id_prefix`)."""
+    return {("id_prefix" if k == "id" else k): v for k, v in chosen.items()}
+
+
+def search(store, chosen: dict[str, str], before: int | None = None, limit: int | None = None):
+    """Return queuectl.api.search.search's page (of `limit` jobs, default PAGE) for the filters of /jobs."""
+    from queuectl.api.search import search as find
+
+    return find(store, before=before, limit=limit or PAGE, **api_fields(chosen))
+
+
+def jobs():
+    from flask import redirect, url_for
+
     from queuectl.models import JobState
 
-    return render_template("jobs.html", jobs=found, total=total, state=state, queue=queue,
+    chosen = filters(request.args)
+    try:
+        before = int(request.args["before"]) if request.args.get("before") else None
+    except ValueError:
+        raise InvalidInput("before is a whole number (the page's last job's seq)") from None
+    conns = connections()
+    if set(chosen) == {"id"} and before is None:  # search by id: straight to the job when there is one
+        found = conns.read(lambda store: store.jobs_by_id([chosen["id"]]))
+        if chosen["id"] in found:
+            return redirect(url_for("job", job_id=chosen["id"]))
+    page = conns.read(lambda store: search(store, chosen, before))
+    return render_template("jobs.html", page=page, chosen=chosen, before=before,
                            states=[s.value for s in JobState])
+
+
+#: The actions /bulk confirms, for everything a filter matches.
+BULK = ("cancel", "retry")
+
+
+def bulk():
+    """The confirmation of a bulk action, with how many jobs match now (an operator's page: it changes nothing)."""
+    from flask import g
+
+    from queuectl.errors import PermissionDenied
+
+    if not g.may_act:
+        raise PermissionDenied("refused: your role may only look")
+    action = request.args.get("action")
+    if action not in BULK:
+        raise InvalidInput(f"a bulk action is {' or '.join(BULK)}, got {action!r}")
+    chosen = filters(request.args)
+    if not chosen:
+        raise InvalidInput("a bulk action needs a filter")
+    page = connections().read(lambda store: search(store, chosen, limit=1))
+    return render_template("bulk.html", action=action, chosen=chosen, total=page.total, capped=page.capped)
 
 
 def job(job_id: str):
     from queuectl.api.jobs import show
 
-    found = connections().read(lambda store: show(store, job_id))  # its output: the page's script reads it
-    return render_template("job.html", job=found)
+    found, deps = connections().read(lambda store: (show(store, job_id), store.dependencies(job_id)))
+    return render_template("job.html", job=found, deps=deps)  # its output: the page's script reads it
 
 
 def output(job_id: str):

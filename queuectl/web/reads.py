@@ -12,6 +12,8 @@ no path to a writing call. The acting connection is opened on the first action.
 
 from __future__ import annotations
 
+import collections
+import math
 import threading
 import time
 from typing import Callable
@@ -44,25 +46,50 @@ class Reader:
 
 
 class Connections:
-    """The dashboard's two connections (see the module's docstring); `open_store(read_only)` opens one."""
+    """The dashboard's two connections (see the module's docstring); `open_store(read_only)` opens one.
+
+    `reads` counts the reads on the reading connection by kind: "snapshot" (queuectl.api.snapshot.take),
+    "history" (a span's history) and "page" (any other: a list, a job); `summary()` says them (the database's
+    name, "describe", is no statement and not said).
+    """
 
     def __init__(self, open_store: Callable[[bool], object], interval: float, clock=time.monotonic):
         self._open = open_store
         self.interval = interval
         self._clock = clock
+        self._started = clock()
         self._read_lock = threading.Lock()
         self._act_lock = threading.Lock()
         self._reader: Reader | None = None
         self._actor = None
-        self._snapshot: tuple[float, object] | None = None
-        self._history: dict[tuple, tuple[float, object]] = {}
+        self._kept: dict[tuple, tuple[float, object]] = {}
+        self.reads: collections.Counter = collections.Counter()
 
-    def read(self, call: Callable):
-        """Return `call(reader)` on the reading connection (opened on first use)."""
+    def read(self, call: Callable, kind: str = "page"):
+        """Return `call(reader)` on the reading connection (opened on first use), counting it as a `kind` read."""
         with self._read_lock:
-            if self._reader is None:
-                self._reader = Reader(self._open(True))
-            return call(self._reader)
+            return self._read(call, kind)
+
+    def _read(self, call: Callable, kind: str):
+        if self._reader is None:
+            self._reader = Reader(self._open(True))
+        self.reads[kind] += 1
+        return call(self._reader)
+
+    def kept(self, key: tuple, call: Callable, ttl: float | None = None, kind: str = "page"):
+        """Return `call(reader)`, read at most every `ttl` seconds (default: the interval) for every request that
+        asks by `key`: requests that arrive together while it is read wait for that one reading."""
+        ttl = self.interval if ttl is None else ttl
+        kept = self._kept.get(key)
+        if kept is not None and self._clock() - kept[0] < ttl:
+            return kept[1]
+        with self._read_lock:
+            kept = self._kept.get(key)  # read by the request this one waited for
+            if kept is not None and self._clock() - kept[0] < ttl:
+                return kept[1]
+            value = self._read(call, kind)
+            self._kept[key] = (self._clock(), value)
+            return value
 
     def act(self, call: Callable):
         """Return `call(store)` on the acting connection (opened on first use); raises what opening raises
@@ -71,39 +98,34 @@ class Connections:
             if self._actor is None:
                 self._actor = self._open(False)
             result = call(self._actor)
-        self._snapshot = None  # the next page shows the change
-        self._history.clear()
+        self._kept.clear()  # the next page shows the change
         return result
 
     def snapshot(self):
         """Return the shared snapshot, read again once `interval` seconds old."""
         from queuectl.api.snapshot import take
 
-        kept = self._snapshot
-        now = self._clock()
-        if kept is not None and now - kept[0] < self.interval:
-            return kept[1]
-        snap = self.read(take)
-        self._snapshot = (self._clock(), snap)
-        return snap
+        return self.kept(("snapshot",), take, kind="snapshot")
 
     def window(self, span: float, step: float, by_queue: bool = False):
         """Return queuectl.api.history.window of the last `span` seconds in `step`s (the steps, and the span
         summed), read at most every HISTORY_TTL[span] seconds."""
         from queuectl.api.history import window
 
-        key = (span, step, by_queue)
-        kept = self._history.get(key)
-        now = self._clock()
-        if kept is not None and now - kept[0] < HISTORY_TTL.get(span, 15.0):
-            return kept[1]
-        result = self.read(lambda store: window(store, since=span, step=step, by_queue=by_queue))
-        self._history[key] = (self._clock(), result)
-        return result
+        return self.kept(("window", span, step, by_queue),
+                         lambda store: window(store, since=span, step=step, by_queue=by_queue),
+                         HISTORY_TTL.get(span, 15.0), "history")
+
+    def summary(self) -> str:
+        """Say how often the queue was read since start, by kind (the load the pages put on the database)."""
+        r = self.reads
+        return (f"read the queue {r['snapshot'] + r['history'] + r['page']} times in {self._clock() - self._started:.0f} s:"
+                f" {r['snapshot']} snapshots (at most one every {self.interval:g} s), {r['history']} history"
+                f" spans, {r['page']} page reads")
 
     def describe(self) -> str:
-        """The database as it may be shown (queuectl.store's describe: never a password)."""
-        return self.read(lambda store: store.describe())
+        """The database as it may be shown (queuectl.store's describe: never a password; no statement)."""
+        return self.kept(("describe",), lambda store: store.describe(), math.inf, "describe")
 
     def close(self) -> None:
         """Close both connections."""

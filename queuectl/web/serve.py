@@ -59,8 +59,9 @@ def check_bind(cfg: WebConfig) -> None:
             raise QueuectlError(f"cannot listen on {cfg.origin}: {e.strerror}") from None
 
 
-def serve(cfg: WebConfig, app, say) -> None:
-    """Serve `app` until SIGTERM or SIGINT (each a graceful stop); `say(line)` prints a line for the operator.
+def serve(cfg: WebConfig, app, say, at_exit=None) -> None:
+    """Serve `app` until SIGTERM or SIGINT (each a graceful stop); `say(line)` prints a line for the operator,
+    and `at_exit()` (if given) runs in the serving process as it stops.
 
     Raises InvalidConfig for an address beyond loopback without users (exit 78) and QueuectlError for
     one in use."""
@@ -80,7 +81,8 @@ def serve(cfg: WebConfig, app, say) -> None:
             for key, value in {"bind": [cfg.origin], "workers": 1, "worker_class": "gthread", "threads": THREADS,
                                "timeout": TIMEOUT, "graceful_timeout": GRACEFUL, "accesslog": "-",
                                "errorlog": "-", "proc_name": "queuectl-web", "forwarded_allow_ips": "127.0.0.1,::1",
-                               "limit_request_line": 8190, "limit_request_fields": 100}.items():
+                               "limit_request_line": 8190, "limit_request_fields": 100,
+                               "worker_exit": lambda arbiter, worker: at_exit and at_exit()}.items():
                 self.cfg.set(key, value)
 
         def load(self):

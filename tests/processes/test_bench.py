@@ -31,6 +31,7 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     assert "drain --count 2" in r.stdout and "pickup latency" in r.stdout
     check_viewed(results["viewed"], results["sizes"])
     assert "drain with 5 top viewers at 1 s" in r.stdout
+    check_dashboard(results["dashboard"], results["sizes"], r.stdout, "")
 
     pg = results["postgresql"]
     why = "--no-postgresql given" if no_postgres else PgServer.missing()
@@ -59,6 +60,7 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     assert scale["stored_completed"] == results["scale"]["stored_completed"]
     assert min(scale["drain_ratio"], scale["status_ratio"], scale["list_ratio"], scale["status_vs_sqlite"]) > 0
     check_viewed(pg["viewed"], results["sizes"])
+    check_dashboard(pg["dashboard"], results["sizes"], r.stdout, "pg: ")
     for line in ("pg: drain --count 2", "pg: pickup latency", "pg: enqueue --file", "pg: status / list",
                  "pg: drain with 5 top viewers"):
         assert line in r.stdout, line
@@ -69,6 +71,23 @@ def check_viewed(viewed: dict, sizes: dict) -> None:
     assert (viewed["viewers"], viewed["interval_s"], viewed["jobs"]) == (5, 1.0, sizes["viewed"])
     assert viewed["with_per_s"] > 0 and viewed["without_per_s"] > 0
     assert viewed["ratio"] == pytest.approx(viewed["with_per_s"] / viewed["without_per_s"])
+
+
+def check_dashboard(d: dict, sizes: dict, stdout: str, engine: str) -> None:
+    """The dashboard's figures (bench/dashboard.py): every page timed and reported, and the tabs' polling read the
+    queue's snapshot at most once an interval (the shared snapshot's rule, not a timing), the history once a span."""
+    assert d["stored"] == sizes["stored"] and d["requests"] == sizes["web_requests"] and d["target_ms"] == 300
+    assert list(d["pages"]) == ["overview", "live part", "jobs", "dead jobs", "a job", "queues"]
+    for name, page in d["pages"].items():
+        assert 0 < page["p50_ms"] <= page["p95_ms"] and page["first_ms"] > 0, (name, page)
+        assert f"{engine}web {name} p50 / p95, {sizes['stored']:,} stored" in stdout, name
+    load = d["load"]
+    assert (load["clients"], load["interval_s"]) == (sizes["web_clients"], 3.0)
+    assert load["requests"] == sizes["web_clients"] * int(sizes["web_poll_s"]) and load["seconds"] > 0  # one a second each
+    assert 1 <= load["snapshot_reads"] <= load["snapshot_bound"] == int(load["seconds"] // 3.0) + 1, load
+    assert load["page_reads"] <= 2 * load["snapshot_bound"], load  # the running and dead lists, read with it
+    assert 3 <= load["history_reads"] <= 3 * (1 + int(load["seconds"] // 15)), load  # each span, kept 15 s or more
+    assert f"{engine}web: {load['clients']} tabs polling the live part" in stdout
 
 
 def check_breakdown(breakdown: dict, stdout: str, jobs: int) -> list[dict]:

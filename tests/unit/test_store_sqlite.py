@@ -119,7 +119,7 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     conn.execute("INSERT INTO job_output (seq, stdout, stderr) VALUES (2, x'6869', x'')")
     conn.close()
     store = SqliteStore(db)
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
     assert "end_code" in [r[1] for r in store.conn.execute("PRAGMA table_info(jobs)")]  # version 10: outcome codes
     assert store.get_job("old").key is None  # version 6: keys
     assert store.get_job("old").after == ()  # version 7: dependencies

@@ -15,7 +15,8 @@ folded totals, and one worker at a time folds them (PostgresStore.maintain).
 import re
 
 from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
-                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS, STOPPED_WORKERS)
+                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, SEARCH_INDEXES, START_CLOCKS,
+                                         STOPPED_WORKERS)
 from queuectl.store import activity, fragments, timing
 
 #: The schema the tables live in.
@@ -311,6 +312,9 @@ CREATE TABLE activity_deltas (
     # As SQLite's step 12: workers that ended, kept for `status` (STOPPED_WORKERS).
     11: STOPPED_WORKERS.replace("SEQ_PK", "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
                        .replace("REAL_T", "double precision").replace("INT_T", "bigint"),
+    # As SQLite's step 13: finding jobs by key (SEARCH_INDEXES); and by id prefix, a range over the ids in byte
+    # order ("C" collation), which the unique index on id, in the database's collation, does not keep.
+    12: SEARCH_INDEXES + 'CREATE INDEX jobs_id_c ON jobs (id COLLATE "C");\n',
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

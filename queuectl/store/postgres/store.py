@@ -211,6 +211,8 @@ class PostgresStore(OneStatementExchange):
     FOR_SHARE = " FOR SHARE"
     FOR_UPDATE = " FOR UPDATE"
     SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+    FIND = "strpos({0}, {1})"
+    ID_ORDER = 'id COLLATE "C"'  # the jobs_id_c index's order, whatever the database's locale
     COUNTS_FROM = ("(SELECT queue, state, sum(n)::bigint AS n FROM (SELECT queue, state, n FROM job_counts"
                    " UNION ALL SELECT queue, state, n FROM job_count_deltas) d GROUP BY queue, state) c")
     RUNS_FROM = ("(SELECT queue, outcome, sum(n)::bigint AS n FROM (SELECT queue, outcome, n FROM job_runs"

@@ -1,7 +1,8 @@
 """The SQLite schema and its forward migrations, keyed by PRAGMA user_version."""
 
 from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
-                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, START_CLOCKS, STOPPED_WORKERS)
+                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, SEARCH_INDEXES, START_CLOCKS,
+                                         STOPPED_WORKERS)
 
 #: Written to PRAGMA application_id so a queuectl database is told apart from other SQLite files ("QCTL").
 APPLICATION_ID = 0x5143544C
@@ -319,6 +320,8 @@ DROP TRIGGER jobs_count_runs;
     11: _activity,
     # Workers that ended, kept for `status` (STOPPED_WORKERS, both engines).
     12: STOPPED_WORKERS.replace("SEQ_PK", "INTEGER PRIMARY KEY").replace("REAL_T", "REAL").replace("INT_T", "INTEGER"),
+    # Finding jobs by idempotency key, ended or not (queuectl.store.search; SEARCH_INDEXES).
+    13: SEARCH_INDEXES,
 })
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.

@@ -89,6 +89,7 @@ class SqliteStore(SpaceCare):
     # `||` makes text of two blobs; the cast takes its bytes back as a blob.
     CONCAT = "CAST(({0} || {1}) AS BLOB)"
     FINISHED_INDEX = "INDEXED BY jobs_finished"
+    NOT_INDEXED = "+{0}"
     READY_QUEUE_INDEX = "INDEXED BY jobs_ready_queue"
 
     def close(self) -> None:

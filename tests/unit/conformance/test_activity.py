@@ -8,7 +8,7 @@ from queuectl.api.history import HistoryRow, history, quantile, rates, window
 from queuectl.errors import InvalidInput
 from queuectl.models import JobState
 from queuectl.store import Exchange, Outcome, Running, open_store
-from queuectl.store.activity import BOUNDS
+from queuectl.store.activity import BOUNDS, added
 from queuectl.worker.duties.retention import Retention
 from support.worker_steps import add, register
 
@@ -25,6 +25,19 @@ def one_minute(store) -> HistoryRow:
     [row] = history(store, since=120, now=T0 + 59)
     assert row.at == T0
     return row
+
+
+def ran(store, runs) -> None:
+    """Enqueue `runs` (id, queue, start, seconds) due at T0, claim them at T0 and end each at its start + seconds,
+    started then, in an exchange of its own; fold PostgreSQL's deltas."""
+    w = register(store)
+    for job_id, queue, _, _ in runs:
+        add(store, T0, id=job_id, queue=queue)
+    store.exchange(w, Exchange(claim=len(runs)), [], T0)
+    for job_id, _, start, seconds in runs:
+        store.exchange(w, Exchange(ended=[Outcome(job_id, True, 0, None, started_at=start, ended_at=start + seconds)]),
+                       [], start + seconds)
+    store.maintain(w)
 
 
 def test_every_path_of_a_change_counts_once_exactly(store):
@@ -101,16 +114,9 @@ def test_a_start_counts_in_the_minute_the_store_recorded_it_and_the_end_in_its_o
 def test_window_gives_the_minutes_and_each_queues_span_with_percentiles_over_all_of_it(store):
     """`queuectl top`'s read: nine short runs in one minute and one long run in the next; the span's p50 is a
     short run's (the newest minute alone would give the long run's)."""
-    w = register(store)
     runs = [(f"s{i}", "default", T0 + 10, 0.3) for i in range(9)] + [("long", "default", T0 + 70, 7.0),
                                                                        ("o", "other", T0 + 10, 1.0)]
-    for job_id, queue, _, _ in runs:
-        add(store, T0, id=job_id, queue=queue)
-    store.exchange(w, Exchange(claim=len(runs)), [], T0)
-    for job_id, _, start, seconds in runs:
-        store.exchange(w, Exchange(ended=[Outcome(job_id, True, 0, None, started_at=start, ended_at=start + seconds)]),
-                       [], start + seconds)
-    store.maintain(w)
+    ran(store, runs)
     minutes, spans = window(store, since=3600, now=T0 + 100)
     assert minutes == history(store, since=3600, now=T0 + 100)
     assert [(r.at, r.queue, r.completed) for r in minutes] == [(T0, "default", 9), (T0, "other", 1),
@@ -124,6 +130,35 @@ def test_window_gives_the_minutes_and_each_queues_span_with_percentiles_over_all
     assert window(store, since=30, now=T0 + 100)[1]["default"].completed == 1  # from the minute T0 + 70 falls in
     with pytest.raises(InvalidInput):
         window(store, since=-1)
+
+
+def test_the_store_sums_the_minutes_into_hours_exactly(store):
+    """A week's chart reads hours that the database summed (168 rows a queue, not 10,080 minutes): each hour's row is
+    its minutes summed here, buckets and sums included, across four hours and two queues."""
+    hour0 = T0 // 3600 * 3600
+    runs = [(f"j{i}", "other" if i % 3 else "default", T0 + 1300 * i + 7, 0.2 * i) for i in range(9)]  # 4 hours
+    ran(store, runs)
+    end = hour0 + 4 * 3600
+    minutes = store.activity(hour0, end)
+    hours = store.activity(hour0, end, step=3600)
+    assert len({m.minute for m in minutes}) >= 9 and {h.minute for h in hours} == {hour0 + 3600 * k for k in range(4)}
+    summed = {}
+    for m in minutes:
+        key = (m.minute // 3600 * 3600, m.queue)
+        summed[key] = added(summed[key], m) if key in summed else m._replace(minute=key[0])
+    assert [(h.minute, h.queue) for h in hours] == sorted(summed)
+    for h in hours:
+        want = summed[(h.minute, h.queue)]
+        assert h._replace(wait_sum=0, run_sum=0) == want._replace(wait_sum=0, run_sum=0)
+        assert (h.wait_sum, h.run_sum) == (pytest.approx(want.wait_sum), pytest.approx(want.run_sum))
+    assert sum(h.completed for h in hours) == len(runs)
+    rows = history(store, since=4 * 3600, step=3600, now=end - 1)
+    assert [(r.at, r.queue, r.completed) for r in rows] == [(at, q, summed[(at, q)].completed) for at, q in sorted(summed)]
+    first = minutes[0].minute  # bounds between whole seconds: the minutes that begin in [since, until)
+    assert {m.minute for m in store.activity(first - 0.5, first + 0.5)} == {first}
+    assert first not in {m.minute for m in store.activity(first + 0.5, first + 60.5)}
+    with pytest.raises(ValueError, match="whole number of minutes"):
+        store.activity(hour0, end, step=90)
 
 
 @pytest.mark.parametrize("runs, bucket", [
