@@ -48,7 +48,8 @@ class Prefixed:
         path = environ.get("PATH_INFO", "")
         if self.prefix:
             if path == self.prefix:
-                start_response("308 Permanent Redirect", [("Location", self.prefix + "/"), ("Content-Length", "0")])
+                start_response("308 Permanent Redirect", [("Location", self.prefix + "/"), ("Content-Length", "0"),
+                                                          *security.HEADERS.items()])
                 return [b""]
             if not path.startswith(self.prefix + "/"):
                 body = b"not found: this server answers under " + self.prefix.encode() + b"/\n"

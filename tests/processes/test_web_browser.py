@@ -66,8 +66,12 @@ def web(db, tmp_path):
         return server.start()
 
     yield start
-    for server in started:
-        server.stop()
+    try:
+        for server in started:
+            server.stop()
+    finally:
+        for server in started:
+            server.kill()  # those a failed stop left
 
 
 def enqueue(db: str, **job) -> str:

@@ -14,6 +14,33 @@ from queuectl.web.users import load
 from support.webserver import USERS, users_file
 
 
+class Counting:
+    """A store that counts the calls of its methods."""
+
+    def __init__(self, store, calls: list):
+        self._store, self._calls = store, calls
+
+    def __getattr__(self, name):
+        value = getattr(self._store, name)
+        if not callable(value):
+            return value
+
+        def counted(*args, **kw):
+            self._calls.append(name)
+            return value(*args, **kw)
+        return counted
+
+
+class Clock:
+    """A monotonic clock that a test moves (`now += seconds`)."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
 def auth(user: str, password: str | None = None) -> dict:
     """The Authorization header of `user` (of USERS, or with `password`)."""
     secret = USERS[user][1] if password is None else password

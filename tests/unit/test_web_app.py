@@ -9,9 +9,13 @@ import time
 import pytest
 
 from conftest import snapshot
+from queuectl.api.database import Database
+from queuectl.errors import PermissionDenied
 from queuectl.models import JobState
+from queuectl.web import app as app_module
+from queuectl.web import security
 from support import worker_steps as steps
-from support.webapp import Dashboard, token_in
+from support.webapp import Counting, Dashboard, auth, token_in
 
 
 @pytest.fixture
@@ -75,3 +79,145 @@ def test_a_get_to_an_action_is_405_and_changes_nothing(dash, dead, db):
         r = dash.get(path, "olga")
         assert r.status_code == 405 and b"changes are POSTs" in r.data, path
     assert snapshot(db) == before
+
+
+SECURITY = {"Content-Security-Policy": security.CSP, "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+            "Referrer-Policy": "same-origin"}
+
+
+def secured(response) -> bool:
+    return all(response.headers.get(name) == value for name, value in SECURITY.items())
+
+
+def test_every_answer_carries_the_security_headers(db, tmp_path, dead):
+    d = Dashboard(db, tmp_path, prefix="/q")
+    try:
+        token = token_in(d.get(f"/q/jobs/{dead}", "olga").data)
+        answers = {
+            "page": d.get("/q/", "olga"), "asset": d.get("/q/static/app.js", "olga"), "404": d.get("/q/nowhere"),
+            "no job": d.get("/q/jobs/nope"), "401": d.get("/q/", None), "wrong password": d.client.get(
+                "/q/", headers=auth("olga", "wrong")), "403": d.post(f"/q/jobs/{dead}/retry", "victor", data={}),
+            "405": d.get(f"/q/jobs/{dead}/retry"), "400": d.get(f"/q/jobs/{dead}/output.json?out=x"),
+            "303": d.post(f"/q/jobs/{dead}/retry", "olga", data={"csrf": token}),
+            "308 of the prefix": d.get("/q"), "404 outside the prefix": d.get("/jobs"),
+        }
+        statuses = {what: r.status_code for what, r in answers.items()}
+        assert statuses == {"page": 200, "asset": 200, "404": 404, "no job": 404, "401": 401, "wrong password": 401,
+                            "403": 403, "405": 405, "400": 400, "303": 303, "308 of the prefix": 308,
+                            "404 outside the prefix": 404}
+        assert [what for what, r in answers.items() if not secured(r)] == []
+        assert [what for what, r in answers.items() if what != "asset" and r.headers["Cache-Control"] != "no-store"] \
+            == []  # pages hold the queue's data; the stylesheet and script may be kept
+        assert "unsafe-inline" not in security.CSP and "frame-ancestors 'none'" in security.CSP
+    finally:
+        d.close()
+
+
+def test_without_credentials_the_answer_is_a_basic_challenge(dash):
+    for headers in ({}, auth("olga", "wrong"), auth("victor", "olga-secret"), {"Authorization": "Bearer x"},
+                    {"Authorization": "Basic !!!"}, auth("mallory", "x")):
+        r = dash.client.get("/jobs", headers=headers)
+        assert r.status_code == 401, headers
+        assert r.headers["WWW-Authenticate"] == 'Basic realm="queuectl", charset="UTF-8"'
+        assert b"sign in to see the queue" in r.data
+    assert dash.get("/jobs", "victor").status_code == 200
+
+
+def test_without_a_users_file_everyone_is_an_anonymous_viewer(db, tmp_path, dead):
+    d = Dashboard(db, tmp_path, users=None)
+    try:
+        page = d.get(f"/jobs/{dead}", None)
+        assert page.status_code == 200 and b"anonymous (viewer, read-only)" in page.data
+        assert b'<form method="post"' not in page.data
+        before = snapshot(db)
+        assert d.post(f"/jobs/{dead}/retry", None, data={}).status_code == 403
+        assert snapshot(db) == before
+    finally:
+        d.close()
+
+
+def test_the_user_header_is_trusted_from_loopback_alone(db, tmp_path, dead):
+    d = Dashboard(db, tmp_path, user_header="X-Remote-User")
+    try:
+        page = d.get(f"/jobs/{dead}", None, headers={"X-Remote-User": "olga"})
+        assert page.status_code == 200 and b"olga (operator)" in page.data
+        token = token_in(page.data)
+        r = d.get("/", None, headers={"X-Remote-User": "mallory"})
+        assert r.status_code == 403 and b"X-Remote-User names no user of the users file" in r.data
+        far = {"REMOTE_ADDR": "192.0.2.7"}
+        r = d.client.get("/", headers={"X-Remote-User": "olga"}, environ_base=far)
+        assert r.status_code == 401  # from elsewhere the header is anyone's: Basic authentication it is
+        before = snapshot(db)
+        r = d.client.post(f"/jobs/{dead}/retry", data={"csrf": token}, headers={"X-Remote-User": "olga"},
+                          environ_base=far)
+        assert r.status_code == 401 and snapshot(db) == before
+        r = d.client.get("/", headers={"X-Remote-User": "olga", **auth("victor")}, environ_base=far)
+        assert r.status_code == 200 and b"victor (viewer" in r.data
+    finally:
+        d.close()
+
+
+def test_the_prefix_middleware(db, tmp_path, dead):
+    d = Dashboard(db, tmp_path, prefix="/q/p")
+    try:
+        r = d.get("/q/p")
+        assert (r.status_code, r.headers["Location"]) == (308, "/q/p/")
+        for outside in ("/", "/jobs", "/q", "/q/", "/q/pp", "/q/pp/", "/static/app.js", f"/jobs/{dead}"):
+            r = d.get(outside)
+            assert r.status_code == 404 and b"this server answers under /q/p/" in r.data, outside
+        page = d.get(f"/q/p/jobs/{dead}")
+        assert page.status_code == 200
+        assert b'href="/q/p/static/style.css"' in page.data and b'src="/q/p/static/app.js"' in page.data
+        assert f'action="/q/p/jobs/{dead}/retry"'.encode() in page.data
+        assert f'data-follow="/q/p/jobs/{dead}/output.json"'.encode() in page.data
+        r = d.post(f"/q/p/jobs/{dead}/retry", data={"csrf": token_in(page.data)})
+        assert (r.status_code, r.headers["Location"].split("?")[0]) == (303, f"/q/p/jobs/{dead}")
+    finally:
+        d.close()
+
+
+def test_domain_errors_map_to_statuses(dash, dead):
+    r = dash.get("/jobs/nope")
+    assert r.status_code == 404 and b"no job" in r.data
+    r = dash.get("/jobs/nope/output.json")
+    assert r.status_code == 404 and r.is_json and "nope" in r.json["error"]
+    for query in ("attempt=x", "out=1.5", "err=z", "out=-1"):
+        r = dash.get(f"/jobs/{dead}/output.json?{query}")
+        assert r.status_code == 400 and r.is_json, query
+        assert r.json["error"] in ("attempt, out and err are whole numbers", "out and err are 0 or more"), query
+    r = dash.get(f"/jobs/{dead}/output.json?attempt=1&out=0&err=0")
+    assert r.status_code == 200 and r.json["state"] == "dead" and r.json["ended"] is True
+    assert r.json["stderr"] == "boom"
+    token = token_in(dash.get(f"/jobs/{dead}").data)
+    r = dash.post("/schedules/none/pause", data={"csrf": token})
+    assert r.status_code == 404 and b"no schedule none" in r.data
+    r = dash.post(f"/jobs/{dead}/cancel", data={"csrf": token})
+    assert r.status_code == 409, r.data
+    assert app_module.status_for(PermissionDenied("x")) == 403  # before InvalidInput, its base class
+
+
+def test_two_requests_within_the_interval_read_the_store_once(db, tmp_path):
+    calls: list[str] = []
+    d = Dashboard(db, tmp_path, open_store=lambda read_only: Counting(
+        Database(db, "test").store(read_only=read_only), calls), interval=60.0)
+    try:
+        def reads() -> list[str]:  # describe() names the database and reads none of it
+            return [name for name in calls if name != "describe"]
+
+        assert d.get("/queues").status_code == 200
+        first = reads()
+        assert first
+        for path in ("/queues", "/workers", "/schedules"):
+            assert d.get(path).status_code == 200
+        assert reads() == first
+    finally:
+        d.close()
+
+
+def test_commands_and_output_are_escaped(dash, store):
+    steps.add(store, time.time(), id="x1", command="echo '<script>alert(1)</script>' '\"><img src=x>'")
+    page = dash.get("/jobs/x1")
+    assert b"<script>alert" not in page.data and b"<img src=x" not in page.data
+    assert b"&lt;script&gt;alert(1)&lt;/script&gt;" in page.data
+    listed = dash.get("/jobs")
+    assert b"<script>alert" not in listed.data and b"&lt;script&gt;" in listed.data

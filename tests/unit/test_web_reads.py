@@ -11,31 +11,7 @@ import pytest
 from queuectl.api.database import Database
 from queuectl.errors import PermissionDenied
 from queuectl.web.reads import READS, Connections, Reader
-
-
-class Counting:
-    """A store that counts the calls of its methods."""
-
-    def __init__(self, store, calls: list):
-        self._store, self._calls = store, calls
-
-    def __getattr__(self, name):
-        value = getattr(self._store, name)
-        if not callable(value):
-            return value
-
-        def counted(*args, **kw):
-            self._calls.append(name)
-            return value(*args, **kw)
-        return counted
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
+from support.webapp import Clock, Counting
 
 
 @pytest.fixture

@@ -1,0 +1,132 @@
+"""`queuectl web`'s configuration (queuectl.web.config): options over the site file's [web] section over the
+defaults, and one clear message for every bad value; through the CLI, exit 2 for a bad option and 78 for a
+bad [web] value or a bind beyond loopback without users, with nothing served and no database made."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import assert_error
+from queuectl.errors import InvalidConfig, InvalidInput
+from queuectl.web import config
+from queuectl.web.config import WebConfig
+
+
+def test_the_defaults():
+    assert config.load({}, {}) == WebConfig("127.0.0.1", 8765, "", None, None, False, 3.0)
+    assert config.load({"bind": None, "url_prefix": None}, {}) == WebConfig()
+
+
+def test_each_option_is_parsed():
+    cfg = config.load({"bind": "[::1]:9000", "url_prefix": "/q/p/", "users": "/etc/u", "user_header": "X-Remote-User",
+                       "read_only": True, "interval": "5s"}, {})
+    assert cfg == WebConfig("::1", 9000, "/q/p", "/etc/u", "X-Remote-User", True, 5.0)
+    assert cfg.origin == "[::1]:9000" and WebConfig().origin == "127.0.0.1:8765"
+    assert config.load({"url_prefix": "/"}, {}).prefix == ""
+    assert config.load({"interval": "1"}, {}).interval == 1.0
+
+
+def test_the_site_file_s_web_keys_and_options_over_them():
+    site = {"bind": "127.0.0.1:9000", "url-prefix": "/queuectl", "users": "/etc/queuectl/web-users",
+            "user-header": "X-User", "read-only": "yes", "interval": "10"}
+    from_file = config.load({}, site, "/etc/queuectl/queuectl.conf")
+    assert from_file == WebConfig("127.0.0.1", 9000, "/queuectl", "/etc/queuectl/web-users", "X-User", True, 10.0)
+    over = config.load({"bind": "127.0.0.2:9001", "url_prefix": "/other", "read_only": None, "interval": "2"}, site)
+    assert (over.host, over.port, over.prefix, over.read_only, over.interval) == ("127.0.0.2", 9001, "/other", True, 2.0)
+    assert config.load({}, {"read-only": "off"}).read_only is False
+
+
+BAD = [
+    ("bind", "nope", "a bind address is HOST:PORT (or [IPv6]:PORT), got 'nope'"),
+    ("bind", "127.0.0.1:0", "a port is 1 to 65535, got 0"),
+    ("bind", "127.0.0.1:65536", "a port is 1 to 65535, got 65536"),
+    ("bind", ":8765", "a bind address is HOST:PORT"),
+    ("url-prefix", "queuectl", "a URL prefix is a path such as /queuectl"),
+    ("url-prefix", "/a b", "a URL prefix is a path such as /queuectl"),
+    ("url-prefix", "/a/../b", "a URL prefix is a path such as /queuectl"),
+    ("url-prefix", "/a?b", "a URL prefix is a path such as /queuectl"),
+    ("user-header", "X Remote", "not an HTTP header name: 'X Remote'"),
+    ("user-header", "X:User", "not an HTTP header name"),
+    ("read-only", "maybe", "yes or no, got 'maybe'"),
+    ("interval", "0.5", "an interval is 1 to 60 seconds, got '0.5'"),
+    ("interval", "61", "an interval is 1 to 60 seconds, got '61'"),
+    ("interval", "2m", "an interval is 1 to 60 seconds, got '2m'"),
+]
+
+
+@pytest.mark.parametrize("key, value, message", BAD)
+def test_a_bad_option_is_invalid_input_and_a_bad_file_value_invalid_config(key, value, message):
+    with pytest.raises(InvalidInput) as option:
+        config.load({key.replace("-", "_"): value}, {})
+    assert not isinstance(option.value, InvalidConfig) and message in str(option.value)
+    with pytest.raises(InvalidConfig) as in_file:
+        config.load({}, {key: value}, "/etc/q.conf")
+    assert str(in_file.value).startswith(f"/etc/q.conf: [web] {key}: ") and message in str(in_file.value)
+
+
+def test_an_interval_that_is_no_duration_says_so():
+    for value in ("abc", "nan", "inf", "-1"):
+        with pytest.raises(InvalidInput, match="interval"):
+            config.load({"interval": value}, {})
+
+
+def test_an_unknown_web_key_is_named_with_the_keys():
+    with pytest.raises(InvalidConfig) as e:
+        config.load({}, {"port": "80", "bind": "127.0.0.1:80"}, "/etc/q.conf")
+    assert str(e.value) == ("/etc/q.conf: unknown [web] port; the keys are bind, url-prefix, users, user-header,"
+                            " read-only, interval")
+
+
+def test_loopback_and_exposure():
+    for host in ("127.0.0.1", "127.1.2.3", "::1", "localhost", "LOCALHOST"):
+        assert config.is_loopback(host), host
+        config.check_exposure(host, None)
+    for host in ("0.0.0.0", "::", "10.0.0.1", "example.com", "127.0.0.1.example.com"):
+        assert not config.is_loopback(host), host
+        with pytest.raises(InvalidConfig, match=f"refusing to listen on {host} without users"):
+            config.check_exposure(host, None)
+        config.check_exposure(host, "/etc/queuectl/web-users")
+
+
+@pytest.fixture
+def site_file(tmp_path, monkeypatch):
+    """Write the site configuration file (QUEUECTL_CONFIG names it) and return its path."""
+    path = tmp_path / "queuectl.conf"
+    monkeypatch.setenv("QUEUECTL_CONFIG", str(path))
+
+    def write(text: str) -> str:
+        path.write_text(text)
+        return str(path)
+    return write
+
+
+def test_the_cli_refuses_beyond_loopback_without_users_and_makes_nothing(run_cli, db):
+    line = assert_error(run_cli("web", "--bind", "0.0.0.0:8765"), 78, "refusing to listen on 0.0.0.0 without users")
+    assert "--users FILE" in line
+    assert not os.path.exists(db)
+
+
+def test_the_cli_s_bad_options_exit_2(run_cli, db):
+    assert_error(run_cli("web", "--interval", "0"), 2, "an interval is 1 to 60 seconds")
+    assert_error(run_cli("web", "--bind", "localhost"), 2, "a bind address is HOST:PORT")
+    assert_error(run_cli("web", "--url-prefix", "x"), 2, "a URL prefix is a path")
+    assert_error(run_cli("web", "--user-header", "X-User"), 78, "--user-header needs --users")
+    assert not os.path.exists(db)
+
+
+def test_the_cli_s_bad_site_values_exit_78_naming_the_file(run_cli, db, site_file):
+    path = site_file("[web]\ninterval = 0.1\n")
+    assert_error(run_cli("web"), 78, f"{path}: [web] interval: an interval is 1 to 60 seconds")
+    site_file("[web]\nlisten = 0.0.0.0:80\n")
+    assert_error(run_cli("web"), 78, "unknown [web] listen")
+    site_file("[web]\nbind = 0.0.0.0:8765\n")
+    assert_error(run_cli("web"), 78, "refusing to listen on 0.0.0.0 without users")
+    assert not os.path.exists(db)
+
+
+def test_the_cli_names_a_users_file_it_cannot_read(run_cli, db, tmp_path):
+    missing = tmp_path / "nobody"
+    assert_error(run_cli("web", "--users", str(missing)), 78, f"cannot read the users file {missing}")
+    assert not os.path.exists(db)
