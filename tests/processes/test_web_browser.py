@@ -154,6 +154,31 @@ def test_a_dead_job_retried_by_a_click_is_pending(db, web, users, browser):
     assert state_of(db, job_id) == "pending"
 
 
+def test_a_bulk_cancel_by_filter_cancels_exactly_what_the_filter_matches(db, web, users, browser):
+    """As an operator: the jobs page filtered by queue and text, its bulk cancel, the confirmation's count, the
+    click; every matching job cancelled and every other one left pending (no worker runs)."""
+    from selenium.webdriver.common.by import By
+
+    matched = [enqueue(db, queue="batch", command=f"echo nightly-{n}") for n in range(4)]
+    others = [enqueue(db, queue="batch", command="echo other"), enqueue(db, queue="keep", command="echo nightly-9")]
+    server = web(users=users)
+    browser.sign_in("olga", USERS["olga"][1])
+    browser.visit(f"{server.url}/jobs?queue=batch&text=nightly", "filtered")
+    shown = [row.get_attribute("data-job") for row in browser.driver.find_elements(By.CSS_SELECTOR, "tr[data-job]")]
+    assert sorted(shown) == sorted(matched)
+    browser.driver.find_element(By.ID, "bulk-cancel").click()
+    count = browser.wait(lambda d: d.find_elements(By.ID, "count"), SHOWN, "the confirmation")
+    assert count[0].text.startswith("4 jobs match now")
+    browser.screenshot("bulk-confirm")
+    assert all(state_of(db, j) == "pending" for j in matched)  # the confirmation changed nothing
+    browser.driver.find_element(By.CSS_SELECTOR, "#confirm button[type=submit]").click()
+    said = browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "p.said"), SHOWN, "the page to say what happened")
+    assert said[0].text == "cancelled 4 of 4 matching jobs"
+    browser.screenshot("bulk-done")
+    assert {j: state_of(db, j) for j in matched + others} == {**{j: "cancelled" for j in matched},
+                                                              **{j: "pending" for j in others}}
+
+
 def test_a_running_job_s_output_shows_while_it_runs(db, web, browser, workers, tmp_path):
     gate = tmp_path / "gate"
     job_id = enqueue(db, command=f"echo first line; until [ -e {gate} ]; do sleep 0.05; done; echo second line")
