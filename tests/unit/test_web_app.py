@@ -221,3 +221,27 @@ def test_commands_and_output_are_escaped(dash, store):
     assert b"&lt;script&gt;alert(1)&lt;/script&gt;" in page.data
     listed = dash.get("/jobs")
     assert b"<script>alert" not in listed.data and b"&lt;script&gt;" in listed.data
+
+
+def test_no_page_shows_the_database_password(pg_uri, tmp_path):
+    """A PostgreSQL URI with a password (the test server trusts it, so any password connects): no page, no
+    JSON and no error answer holds it, nor its percent-encoded form."""
+    from urllib.parse import quote
+
+    from queuectl.store import open_store
+
+    password = "s3cr3t-Pw/x"
+    uri = pg_uri.replace("postgresql://postgres@", f"postgresql://postgres:{quote(password, safe='')}@", 1)
+    assert uri != pg_uri
+    with open_store(uri) as store:
+        steps.add(store, time.time(), id="j1", command="true")
+    d = Dashboard(uri, tmp_path)
+    try:
+        answers = [d.get(path) for path in ("/", "/?part=live", "/jobs", "/jobs/j1", "/jobs/j1/output.json", "/queues",
+                                           "/workers", "/schedules", "/jobs/nope", "/jobs?state=nope")]
+        assert [r.status_code for r in answers] == [200] * 8 + [404, 400]
+        bodies = [r.get_data(as_text=True) for r in answers]
+        assert all(password not in b and quote(password, safe="") not in b for b in bodies)
+        assert "postgres@" in bodies[0]  # the database is named, without its password
+    finally:
+        d.close()
