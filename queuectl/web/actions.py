@@ -32,8 +32,33 @@ def _act(call):
 
 
 def _back(fallback: str, said: str, **values):
-    """Redirect (303) to page `fallback` with `values`, saying `said` there."""
-    return redirect(url_for(fallback, said=said, **values), code=303)
+    """Redirect (303) to page `fallback` with `values`, saying `said` there (signed: said_token)."""
+    return redirect(url_for(fallback, said=said_token(said), **values), code=303)
+
+
+def _signer():
+    from itsdangerous import URLSafeSerializer
+
+    return URLSafeSerializer(current_app.secret_key, salt="said")
+
+
+def said_token(text: str) -> str:
+    """Return `text` signed with the server's key, for the `said` query parameter of a redirect."""
+    return _signer().dumps(text)
+
+
+def said_text(token: str | None) -> str | None:
+    """Return the text of a `said` parameter this server signed, else None: a link made elsewhere cannot put
+    words on the dashboard's pages (content spoofing)."""
+    from itsdangerous import BadData
+
+    if not token:
+        return None
+    try:
+        text = _signer().loads(token)
+    except BadData:
+        return None
+    return text if isinstance(text, str) else None
 
 
 def retry_job(job_id: str):

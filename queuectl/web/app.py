@@ -76,6 +76,7 @@ def create_app(cfg: WebConfig, connections, users: dict | None):
     app.jinja_env.autoescape = True  # every template, whatever its name: user data is always escaped
     app.jinja_env.filters.update(isotime=_isotime, localtime=_localtime, duration=seconds)
     key = os.urandom(32)
+    app.secret_key = key  # signs what an action says on the page it redirects to (actions.said_token)
     checker = Checker(users) if users is not None else None
 
     @app.before_request
@@ -123,7 +124,9 @@ def create_app(cfg: WebConfig, connections, users: dict | None):
 
     @app.context_processor
     def common():
-        return {"user": g.get("user"), "role": g.get("role"), "may_act": g.get("may_act", False),
+        from queuectl.web.actions import said_text
+
+        return {"said": said_text(request.args.get("said")), "user": g.get("user"), "role": g.get("role"), "may_act": g.get("may_act", False),
                 "csrf_field": security.FIELD, "csrf": g.get("csrf", ""), "interval": g.get("interval", 3),
                 "db": connections.describe()}
 

@@ -89,7 +89,8 @@ def test_a_bulk_cancel_confirms_the_count_then_cancels_exactly_what_matches(dash
     assert re.search(rb'id="count">1 job match now', confirm.data)
     token = token_in(confirm.data)
     answer = dash.post("/bulk", data={"csrf": token, "action": "cancel", "queue": "build"})
-    assert answer.status_code == 303 and "cancelled+7+of+7" in answer.headers["Location"]
+    assert answer.status_code == 303
+    assert dash.get(answer.headers["Location"]).data.count(b'<p class="said" role="status">cancelled 7 of 7 matching jobs') == 1
     states = {j.id: j.state for j in store.list_jobs(limit=100)}
     assert {j for j, s in states.items() if s is JobState.CANCELLED} == {f"build-{i}" for i in range(7)} | {"child"}
     assert all(states[f"mail-{i}"] is JobState.PENDING for i in range(3))  # the filter's, and cancel's cascade only
@@ -120,3 +121,9 @@ def test_a_viewer_sees_no_bulk_links_and_may_not_confirm_or_act(dash, jobs, db):
     token = token_in(dash.get("/bulk?action=cancel&queue=build").data)  # an operator's: the role decides
     assert dash.post("/bulk", user="victor", data={"csrf": token, "action": "cancel", "queue": "build"}).status_code == 403
     assert snapshot(db) == before
+
+
+def test_only_what_this_server_signed_is_said_on_a_page(dash, jobs):
+    """A link made elsewhere cannot put words on the dashboard's pages: an unsigned or forged `said` is not shown."""
+    for said in ("Your+session+expired,+call+555-0100", "eyJmYWtlIjoxfQ.forged"):
+        assert b'class="said"' not in dash.get(f"/jobs?said={said}").data
