@@ -42,9 +42,12 @@ MIRROR = "http://deb.debian.org/debian"
 #: What a debootstrapped root has beyond minbase: a systemd that boots, what the tests run inside, and
 #: every dependency of the .deb and of queuectl from source (so that installing them needs no network),
 #: and the dashboard's recommended libraries (queuectl-web.service: test_web_service.py).
+#: python3-cffi-backend is named because debootstrap resolves no virtual package: Debian 12's
+#: python3-bcrypt depends on python3-cffi-backend-api-min/-max, which only it provides (without it a
+#: Debian 12 root made on a Debian 13 host fails to configure python3-bcrypt).
 ROOT_PACKAGES = ("systemd", "systemd-sysv", "dbus", "procps", "man-db", "passwd", "python3", "python3-click",
                  "python3-sdnotify", "python3-daemon", "python3-croniter", "python3-psycopg", "tzdata",
-                 "python3-flask", "python3-gunicorn", "python3-bcrypt")
+                 "python3-flask", "python3-gunicorn", "python3-bcrypt", "python3-cffi-backend")
 #: Days a debootstrapped root serves before it is made again from the archive (which moves on).
 ROOT_MAX_AGE_DAYS = 7
 
