@@ -110,9 +110,7 @@ def output_since(store: CommandStore, job_id: str, attempt: int | None, position
     current = job.attempts or None
     restarted = attempt is not None and current is not None and current > attempt
     if restarted or attempt is None:
-        positions = (0, 0)
-        if current is not None and current != attempt:
-            job, stored = store.read_output(job_id, current, positions)
+        positions = (0, 0)  # the store gave all of an output not of `attempt` (SqlStore.read_output)
     attempt = current or attempt
     if stored is None or stored.attempt not in (attempt, None):
         return OutputStep(job, attempt, restarted, b"", b"", positions, (0, 0))

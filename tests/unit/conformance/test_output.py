@@ -71,3 +71,34 @@ def test_a_retry_starts_the_next_attempt_from_its_first_byte(store):
     record(store, w2, "a", b"second\n", 0)
     _, stored = store.read_output("a", 1, (10, 4))
     assert (stored.attempt, stored.stdout, stored.stdout_from) == (2, b"second\n", 0)
+
+
+def test_one_step_of_a_polled_follow_takes_the_next_attempt_from_its_first_byte_in_one_read(store):
+    """queuectl.api.following.output_since (the dashboard's job page): the first step gives all of the current
+    attempt; a step past it gives only the new bytes; a retry's step says so and gives the new attempt whole;
+    each step is one read of the store."""
+    from queuectl.api.following import output_since
+
+    reads = []
+
+    class Counted:
+        def read_output(self, *args):
+            reads.append(args)
+            return store.read_output(*args)
+
+    add(store, id="a", max_retries=1)
+    w = started(store)
+    record(store, w, "a", b"first try\n", 0)
+    step = output_since(Counted(), "a", None, (0, 0))
+    assert (step.attempt, step.restarted, step.stdout, step.positions) == (1, False, b"first try\n", (10, 0))
+    record(store, w, "a", b"more\n", 10)
+    step = output_since(Counted(), "a", 1, step.positions)
+    assert (step.restarted, step.stdout, step.positions) == (False, b"more\n", (15, 0))
+    finish(store, w, [bad("a")], NOW)
+    w2 = register(store, "w2")
+    assert [j.id for j in claim(store, w2, [], 1, NOW + 100)] == ["a"]
+    store.exchange(w2, Exchange(running=[Running("a", NOW + 100)]), [], NOW + 100)
+    record(store, w2, "a", b"second\n", 0)
+    step = output_since(Counted(), "a", 1, step.positions)
+    assert (step.attempt, step.restarted, step.stdout, step.positions) == (2, True, b"second\n", (7, 0))
+    assert len(reads) == 3
