@@ -80,6 +80,14 @@ def cancel(store, patience, job_ids: Sequence[str] = (), queue: str | None = Non
     return report
 
 
+def cancel_now(store, job_id: str) -> Cancelled:
+    """Cancel job `job_id` without waiting for a running one to stop (its worker is asked to), reading once:
+    what a live view's key or button does. An outage fails it at once (DatabaseUnavailable)."""
+    from queuectl.api.outage import Patience
+
+    return cancel(store, Patience(lambda line: None, limit=0), [job_id], wait=0)[0]
+
+
 def retry(store, job_ids: Sequence[str]) -> list[JobState]:
     """Move dead or cancelled jobs back to pending (blocked if after unfinished jobs), attempts reset to 0,
     all or none; return each one's new state. Raises NotFound and Conflict (see Store.retry)."""

@@ -74,11 +74,10 @@ class Source:
 
     def cancel(self, job_id: str) -> str:
         """Cancel job `job_id` without waiting for a running one to stop; return what happened, in words."""
-        from queuectl.api.ops import cancel
-        from queuectl.api.outage import Patience
+        from queuectl.api.ops import cancel_now
 
-        def act():  # one read of whether it stopped at once; an outage fails the action (limit 0), not the view
-            result = cancel(self.store, Patience(lambda line: None, limit=0), [job_id], wait=0)[0]
+        def act():  # an outage fails the action, not the view
+            result = cancel_now(self.store, job_id)
             return f"job {job_id}: {result.error}" if result.error else f"job {job_id}: {result.description}"
         return self._act(act)
 

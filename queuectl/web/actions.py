@@ -69,10 +69,9 @@ def retry_job(job_id: str):
 
 
 def cancel_job(job_id: str):
-    from queuectl.api.ops import cancel
-    from queuectl.api.outage import Patience
+    from queuectl.api.ops import cancel_now
 
-    [result] = _act(lambda store: cancel(store, Patience(lambda line: None, limit=0), [job_id], wait=0))
+    result = _act(lambda store: cancel_now(store, job_id))
     if result.error:
         from queuectl.errors import Conflict
 
@@ -108,12 +107,9 @@ def bulk_act():
 
     from queuectl.api import ops
     from queuectl.api.search import job_filter
-    from queuectl.errors import InvalidInput
-    from queuectl.web.pages import BULK, api_fields, filters
+    from queuectl.web.pages import api_fields, bulk_action, filters
 
-    action = request.form.get("action")
-    if action not in BULK:
-        raise InvalidInput(f"a bulk action is {' or '.join(BULK)}, got {action!r}")
+    action = bulk_action(request.form.get("action"))
     chosen = filters(request.form)
     act = ops.cancel_matching if action == "cancel" else ops.retry_matching
     done = _act(lambda store: act(store, job_filter(**api_fields(chosen))))

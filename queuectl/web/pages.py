@@ -101,6 +101,13 @@ def jobs():
 BULK = ("cancel", "retry")
 
 
+def bulk_action(value: str | None) -> str:
+    """Return `value` if it names a bulk action (BULK); raises InvalidInput."""
+    if value not in BULK:
+        raise InvalidInput(f"a bulk action is {' or '.join(BULK)}, got {value!r}")
+    return value
+
+
 def bulk():
     """The confirmation of a bulk action, with how many jobs match now (an operator's page: it changes nothing)."""
     from flask import g
@@ -109,9 +116,7 @@ def bulk():
 
     if not g.may_act:
         raise PermissionDenied("refused: your role may only look")
-    action = request.args.get("action")
-    if action not in BULK:
-        raise InvalidInput(f"a bulk action is {' or '.join(BULK)}, got {action!r}")
+    action = bulk_action(request.args.get("action"))
     chosen = filters(request.args)
     if not chosen:
         raise InvalidInput("a bulk action needs a filter")
