@@ -109,6 +109,15 @@ def set_paused(store, queues: Sequence[str], paused: bool) -> list[tuple[str, bo
     return list(zip(names, store.set_paused(names, paused, store.now())))
 
 
+def said_paused(what: str, name: str, paused: bool, changed: bool) -> str:
+    """Say for a person what pausing (`paused`) or resuming `what` ("queue", "schedule") `name` did, as
+    set_paused (or queuectl.api.schedules.set_paused) returned `changed`: "queue build paused", "queue
+    build was already running"."""
+    if changed:
+        return f"{what} {name} {'paused' if paused else 'resumed'}"
+    return f"{what} {name} was already {'paused' if paused else 'running'}"
+
+
 @dataclass(frozen=True)
 class Purged:
     """What a purge did: the jobs deleted (or that would be, with `dry_run`) and what compaction said

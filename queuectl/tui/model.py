@@ -28,8 +28,9 @@ STATE_HEADS = {"pending": "PEND", "processing": "RUN", "completed": "DONE", "fai
 class Reading(NamedTuple):
     """What one interval read through the api: `snapshot` (queuectl.api.snapshot.Snapshot), `running` and
     `dead` (Jobs, newest first), `history` (HistoryRows of the last hour's minutes per queue, None when
-    not read), `spans` ({queue: the hour summed into one HistoryRow}, None when not read), `units` ({unit Id: systemd's properties}, empty without systemd) and `db` (the database
-    as it may be shown: queuectl.store's describe, never a password)."""
+    not read), `spans` ({queue: the hour summed into one HistoryRow}, None when not read), `units` ({worker
+    id: its unit's queuectl.api.units.UnitState}, for this host's workers under systemd) and `db` (the
+    database as it may be shown: queuectl.store's describe, never a password)."""
 
     snapshot: Any
     running: list
@@ -218,8 +219,8 @@ def workers_pane(snap, units: dict, f: str) -> Pane:
         info = w.info
         if info.queues and not matches(f, info.name, info.host, info.queues, info.unit, *info.job_ids):
             continue  # (a worker of every queue serves the queue filtered too)
-        unit = units.get(info.unit or "", {})
-        restarts = unit.get("NRestarts") or "-" if info.unit else "-"
+        unit = units.get(info.id)
+        restarts = unit.restarts if unit else "-"  # systemd is asked on this host only
         rows.append(Row(None, (printable(info.name), printable(info.host), w.state,
                                f"{len(info.job_ids)}/{info.slots}", ago(w.heartbeat_age),
                                printable(info.unit or "-"), str(restarts), printable(info.queues or "*"))))

@@ -2,9 +2,10 @@
 
 Each interval one Source.read: one snapshot (queuectl.api.snapshot.take), the running jobs and
 the dead letter queue's newest (queuectl.api.jobs.list_jobs, bounded lists), and one history read
-(queuectl.api.history.window: the hour's minutes and their sum); the worker units' restarts from
-systemd at most every UNITS_EVERY seconds, and only when a worker runs under a unit. Actions are the operations `pause`, `resume`,
-`cancel` and `retry` call, each returning the line the footer shows.
+(queuectl.api.history.window: the hour's minutes and their sum); this host's worker units from
+systemd through queuectl.api.units (at most every queuectl.api.units.EVERY seconds, and only when a
+worker of this host runs under a unit). Actions are the operations `pause`, `resume`, `cancel` and
+`retry` call, each returning the line the footer shows.
 """
 
 from __future__ import annotations
@@ -14,18 +15,15 @@ import time
 from queuectl.errors import QueuectlError
 from queuectl.tui.model import DEAD_SHOWN, MINUTES, RUNNING_SHOWN, Reading
 
-#: Seconds between two reads of the worker units' properties (a systemctl process each).
-UNITS_EVERY = 10.0
-
 
 class Source:
     """The api calls of one viewer of `store` (a queuectl.store CommandStore)."""
 
     def __init__(self, store, clock=time.monotonic):
+        from queuectl.api.units import Units
+
         self.store = store
-        self.clock = clock
-        self._units: dict = {}
-        self._units_at: float | None = None
+        self.units = Units(clock=clock)
 
     def read(self) -> Reading:
         """Read what one interval shows; raises what the store's reads raise (DatabaseUnavailable in an outage)."""
@@ -37,20 +35,7 @@ class Source:
         running, _ = jobs.list_jobs(self.store, "processing", limit=RUNNING_SHOWN)
         dead, _ = jobs.list_jobs(self.store, "dead", limit=DEAD_SHOWN)
         rows, spans = window(self.store, since=MINUTES * 60.0, now=snap.now.wall)
-        return Reading(snap, running, dead, rows, spans, self.units(snap), self.store.describe())
-
-    def units(self, snap) -> dict:
-        """{unit Id: systemd's properties} of this host's worker units, read at most every UNITS_EVERY seconds
-        and only while a worker of the snapshot runs under a unit."""
-        if not any(w.info.unit for w in snap.workers):
-            return {}
-        now = self.clock()
-        if self._units_at is None or now - self._units_at >= UNITS_EVERY:
-            from queuectl import units
-
-            self._units = {u["Id"]: u for u in units.show()}
-            self._units_at = now
-        return self._units
+        return Reading(snap, running, dead, rows, spans, self.units.of(snap.workers), self.store.describe())
 
     def job(self, job_id: str):
         """Return job `job_id` with its output as kept so far (queuectl.api.jobs.show); raises NotFound."""
@@ -66,11 +51,10 @@ class Source:
 
     def toggle_pause(self, queue: str, paused: bool) -> str:
         """Resume `queue` if `paused`, else pause it; return what happened, in words."""
-        from queuectl.api.ops import set_paused
+        from queuectl.api.ops import said_paused, set_paused
 
-        return self._act(lambda: f"{'resumed' if paused else 'paused'} queue {queue}"
-                         if set_paused(self.store, [queue], not paused)[0][1]
-                         else f"queue {queue} was already {'running' if paused else 'paused'}")
+        return self._act(lambda: said_paused("queue", queue, not paused,
+                                             set_paused(self.store, [queue], not paused)[0][1]))
 
     def cancel(self, job_id: str) -> str:
         """Cancel job `job_id` without waiting for a running one to stop; return what happened, in words."""

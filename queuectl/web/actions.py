@@ -80,25 +80,21 @@ def cancel_job(job_id: str):
 
 
 def queue_paused(queue: str, paused: bool):
-    from queuectl.api.ops import set_paused
+    from queuectl.api.ops import said_paused, set_paused
 
     [(_, changed)] = _act(lambda store: set_paused(store, [queue], paused))
-    word = "paused" if paused else "resumed"
-    said = f"queue {queue} {word}" if changed else f"queue {queue} was already {'paused' if paused else 'running'}"
-    return _back("queues", said)
+    return _back("queues", said_paused("queue", queue, paused, changed))
 
 
 def schedule_paused(name: str, paused: bool):
+    from queuectl.api.ops import said_paused
     from queuectl.api.schedules import set_paused
     from queuectl.errors import NotFound
 
     [(_, changed)] = _act(lambda store: set_paused(store, [name], paused))
     if changed is None:
         raise NotFound(f"no schedule {name}")
-    word = "paused" if paused else "resumed"
-    said = f"schedule {name} {word}" if changed else f"schedule {name} was already {'paused' if paused else 'running'}"
-    return _back("schedules", said)
-
+    return _back("schedules", said_paused("schedule", name, paused, changed))
 
 
 def bulk_act():

@@ -10,15 +10,13 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from typing import Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 from queuectl.errors import InvalidConfig, InvalidInput
 
 DEFAULT_BIND = "127.0.0.1:8765"
 #: Seconds between two readings of the queue that every open page shares (the pages refresh as often).
 DEFAULT_INTERVAL, INTERVAL_RANGE = 3.0, (1.0, 60.0)
-#: The [web] keys of the site configuration file, each the option of the same name.
-KEYS = ("bind", "url-prefix", "users", "user-header", "read-only", "interval")
 #: A URL prefix: absolute, segments of unreserved characters (RFC 3986), no trailing slash.
 _PREFIX = re.compile(r"(/[A-Za-z0-9._~-]+)+")
 #: An HTTP header's name (RFC 9110 token characters).
@@ -75,50 +73,75 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to anything
 
 
-def load(options: Mapping[str, object], site: Mapping[str, str], where: str = "the site configuration") -> WebConfig:
-    """Return the configuration of `options` (the command's, None where not given) over `site` (the [web]
-    section, KEY = VALUE). Raises InvalidInput for a bad option and InvalidConfig for a bad [web] value, or
-    an unknown key there (`where` names the file)."""
-    unknown = sorted(set(site) - set(KEYS))
-    if unknown:
-        raise InvalidConfig(f"{where}: unknown [web] {', '.join(unknown)}; the keys are {', '.join(KEYS)}")
-    values = {}
-    for key in KEYS:
-        given = options.get(key.replace("-", "_"))
-        raw, error = (given, InvalidInput) if given is not None else (site.get(key), InvalidConfig)
-        if raw is None:
-            continue
-        try:
-            values[key] = _parse(key, raw)
-        except InvalidInput as e:
-            raise (e if error is InvalidInput else InvalidConfig(f"{where}: [web] {key}: {e}")) from None
-    host, port = values.get("bind", parse_bind(DEFAULT_BIND))
-    return WebConfig(host, port, values.get("url-prefix", ""), values.get("users"), values.get("user-header"),
-                     bool(values.get("read-only", False)), values.get("interval", DEFAULT_INTERVAL))
+def parse_header(raw) -> str:
+    """Return the HTTP header name `raw` (RFC 9110 token characters); raises InvalidInput."""
+    if not _HEADER.fullmatch(str(raw)):
+        raise InvalidInput(f"not an HTTP header name: {raw!r}")
+    return str(raw)
 
 
-def _parse(key: str, raw):
-    if key == "bind":
-        return parse_bind(str(raw))
-    if key == "url-prefix":
-        return parse_prefix(str(raw))
-    if key == "users":
-        return str(raw) or None
-    if key == "user-header":
-        if not _HEADER.fullmatch(str(raw)):
-            raise InvalidInput(f"not an HTTP header name: {raw!r}")
-        return str(raw)
-    if key == "read-only":
-        if isinstance(raw, bool):
-            return raw
-        if str(raw).lower() not in ("yes", "no", "true", "false", "on", "off", "1", "0"):
-            raise InvalidInput(f"yes or no, got {raw!r}")
-        return str(raw).lower() in ("yes", "true", "on", "1")
+def parse_yes_no(raw) -> bool:
+    """Return True or False of a flag (a bool) or a word (yes/no, true/false, on/off, 1/0); raises InvalidInput."""
+    if isinstance(raw, bool):
+        return raw
+    if str(raw).lower() not in ("yes", "no", "true", "false", "on", "off", "1", "0"):
+        raise InvalidInput(f"yes or no, got {raw!r}")
+    return str(raw).lower() in ("yes", "true", "on", "1")
+
+
+def parse_interval(raw) -> float:
+    """Return the seconds of `raw` (a number, or a duration: 5, 5s, 1m) within INTERVAL_RANGE; raises InvalidInput."""
     seconds = float(raw) if isinstance(raw, (int, float)) else _seconds(str(raw))
     low, high = INTERVAL_RANGE
     if seconds is None or not math.isfinite(seconds) or not low <= seconds <= high:
         raise InvalidInput(f"an interval is {low:g} to {high:g} seconds, got {raw!r}")
     return seconds
+
+
+class Option(NamedTuple):
+    """One setting: its `key` in the [web] section (the option is --KEY, its parameter KEY with "_"), the
+    WebConfig `fields` its value fills (two for a pair: bind's host and port), its `parse` (the raw value to
+    the value; raises InvalidInput), its `default` (already parsed) and what it is (`doc`)."""
+
+    key: str
+    fields: tuple[str, ...]
+    parse: Callable[[object], object]
+    default: object
+    doc: str
+
+
+#: The settings, each the [web] key and the option of the same name (docs/web.md's table says them).
+OPTIONS = (
+    Option("bind", ("host", "port"), lambda raw: parse_bind(str(raw)), parse_bind(DEFAULT_BIND), "where to listen"),
+    Option("url-prefix", ("prefix",), lambda raw: parse_prefix(str(raw)), "", "the URL prefix"),
+    Option("users", ("users",), lambda raw: str(raw) or None, None, "the users file"),
+    Option("user-header", ("user_header",), parse_header, None, "the trusted reverse proxy's user header"),
+    Option("read-only", ("read_only",), parse_yes_no, False, "no actions for anyone"),
+    Option("interval", ("interval",), parse_interval, DEFAULT_INTERVAL, "seconds between shared readings"),
+)
+#: The [web] keys of the site configuration file, each the option of the same name.
+KEYS = tuple(option.key for option in OPTIONS)
+
+
+def load(options: Mapping[str, object], site: Mapping[str, str], where: str = "the site configuration") -> WebConfig:
+    """Return the configuration of `options` (the command's, None where not given) over `site` (the [web]
+    section, KEY = VALUE), else each OPTIONS default. Raises InvalidInput for a bad option and InvalidConfig
+    for a bad [web] value, or an unknown key there (`where` names the file)."""
+    unknown = sorted(set(site) - set(KEYS))
+    if unknown:
+        raise InvalidConfig(f"{where}: unknown [web] {', '.join(unknown)}; the keys are {', '.join(KEYS)}")
+    fields = {}
+    for option in OPTIONS:
+        given = options.get(option.key.replace("-", "_"))
+        raw = given if given is not None else site.get(option.key)
+        value = option.default
+        if raw is not None:
+            try:
+                value = option.parse(raw)
+            except InvalidInput as e:
+                raise (e if given is not None else InvalidConfig(f"{where}: [web] {option.key}: {e}")) from None
+        fields.update(zip(option.fields, value) if len(option.fields) > 1 else [(option.fields[0], value)])
+    return WebConfig(**fields)
 
 
 def _seconds(text: str) -> float:

@@ -5,7 +5,7 @@
     /bulk               the confirmation of a bulk action on what a filter matches (operators)
     /jobs/ID            one job: every field, its dependencies, its output (following live: /jobs/ID/output.json)
     /queues             the queues: jobs by state, pause, limit, oldest wait
-    /workers            the workers: host, slots busy of total, heartbeat age, unit
+    /workers            the workers: host, slots busy of total, heartbeat age, unit and its state
     /schedules          the schedules and their next runs
 
 Every read goes through the shared Connections (queuectl.web.reads) and queuectl.api.
@@ -53,7 +53,7 @@ def overview():
     dead = conns.kept(("dead",), lambda store: list_jobs(store, "dead", limit=DEAD_SHOWN)[0])
     running = conns.kept(("running",), lambda store: list_jobs(store, "processing", limit=RUNNING_SHOWN)[0])
     template = "overview_live.html" if request.args.get("part") == "live" else "overview.html"
-    return render_template(template, snap=snap, charts=charts, dead=dead, running=running)
+    return render_template(template, snap=snap, charts=charts, dead=dead, running=running, units=conns.units(snap))
 
 
 #: The filters of /jobs, each a query parameter of the same name (queuectl.api.search's fields).
@@ -154,7 +154,9 @@ def queues():
 
 
 def workers():
-    return render_template("workers.html", snap=connections().snapshot())
+    conns = connections()
+    snap = conns.snapshot()
+    return render_template("workers.html", snap=snap, units=conns.units(snap))
 
 
 def schedules():

@@ -2,7 +2,8 @@
 
 The database's load does not grow with the number of open pages: one snapshot
 (queuectl.api.snapshot.take) serves every request for `interval` seconds, and history reads
-(queuectl.api.history.window) are kept for HISTORY_TTL seconds per span. Each connection is used by one
+(queuectl.api.history.window) are kept for HISTORY_TTL seconds per span, and this host's worker units
+are asked of systemd at most every queuectl.api.units.EVERY seconds (queuectl.api.units.Units). Each connection is used by one
 request thread at a time (a lock each): the store's connections are not shared between threads.
 
 The reading connection is opened read-only where the engine allows (SQLite: mode=ro), and it is
@@ -23,6 +24,10 @@ from queuectl.errors import PermissionDenied
 #: Seconds a history read is kept, by span (seconds): the hour's minutes change each minute, a day's or
 #: week's hours each hour.
 HISTORY_TTL = {3600.0: 15.0, 86400.0: 120.0, 7 * 86400.0: 600.0}
+
+#: What an action leaves kept (by the first part of its key): the history's past steps (an action changes
+#: what follows them only, and a kept span is read again within HISTORY_TTL anyway) and the database's name.
+KEPT_THROUGH_ACTIONS = frozenset({"window", "describe"})
 
 #: The store's methods a reader may call (queuectl.store.interface.CommandStore's reads).
 READS = frozenset({
@@ -46,14 +51,17 @@ class Reader:
 
 
 class Connections:
-    """The dashboard's two connections (see the module's docstring); `open_store(read_only)` opens one.
+    """The dashboard's two connections (see the module's docstring); `open_store(read_only)` opens one; `units`:
+    the worker units' reader (a queuectl.api.units.Units, made if not given).
 
     `reads` counts the reads on the reading connection by kind: "snapshot" (queuectl.api.snapshot.take),
     "history" (a span's history) and "page" (any other: a list, a job); `summary()` says them (the database's
     name, "describe", is no statement and not said).
     """
 
-    def __init__(self, open_store: Callable[[bool], object], interval: float, clock=time.monotonic):
+    def __init__(self, open_store: Callable[[bool], object], interval: float, clock=time.monotonic, units=None):
+        from queuectl.api.units import Units
+
         self._open = open_store
         self.interval = interval
         self._clock = clock
@@ -64,6 +72,7 @@ class Connections:
         self._actor = None
         self._kept: dict[tuple, tuple[float, object]] = {}
         self.reads: collections.Counter = collections.Counter()
+        self._units = units or Units(clock=clock)
 
     def read(self, call: Callable, kind: str = "page"):
         """Return `call(reader)` on the reading connection (opened on first use), counting it as a `kind` read."""
@@ -98,7 +107,9 @@ class Connections:
             if self._actor is None:
                 self._actor = self._open(False)
             result = call(self._actor)
-        self._kept.clear()  # the next page shows the change
+        with self._read_lock:  # the next page shows the change; history already kept is not changed by it
+            for key in [key for key in self._kept if key[0] not in KEPT_THROUGH_ACTIONS]:
+                del self._kept[key]
         return result
 
     def snapshot(self):
@@ -106,6 +117,11 @@ class Connections:
         from queuectl.api.snapshot import take
 
         return self.kept(("snapshot",), take, kind="snapshot")
+
+    def units(self, snap) -> dict:
+        """Return {worker id: queuectl.api.units.UnitState} of the snapshot's workers under a unit on this host,
+        systemd asked at most every queuectl.api.units.EVERY seconds whatever the number of pages."""
+        return self._units.of(snap.workers)
 
     def window(self, span: float, step: float, by_queue: bool = False):
         """Return queuectl.api.history.window of the last `span` seconds in `step`s (the steps, and the span

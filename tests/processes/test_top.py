@@ -91,12 +91,12 @@ def test_the_counts_follow_a_worker_draining_the_queue_and_q_gives_the_terminal_
 def test_p_pauses_and_resumes_the_selected_queue(term, db, run_cli):
     top_over_a_job(term, db, run_cli)
     term.keys("p")
-    term.wait_for("paused queue default")
+    term.wait_for("queue default paused")
     with open_store(db) as store:
         assert "default" in store.paused_queues()
     term.wait_for(lambda s: row(s, "default")[8:9] == ["paused"], message="the pane to show the pause")
     term.keys("p")
-    term.wait_for("resumed queue default")
+    term.wait_for("queue default resumed")
     with open_store(db) as store:
         assert store.paused_queues() == {}
     quit_top(term)
@@ -232,7 +232,7 @@ def test_top_works_through_pgbouncer_in_transaction_pooling(term, pooled):
     start_top(term, pooled)
     term.wait_for("pending 1  processing 0")
     term.keys("p")
-    term.wait_for("paused queue default")
+    term.wait_for("queue default paused")
     with open_store(pooled) as store:
         assert "default" in store.paused_queues()
     quit_top(term)

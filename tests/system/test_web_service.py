@@ -1,8 +1,9 @@
 """queuectl-web.socket and queuectl-web.service from the .deb under a real systemd (Debian 12 and 13).
 
 The tests run in order on one container, as an admin would: install, enable the socket, the first
-connection starts the service, users and roles, a clean stop, the sandbox's score, and a bind beyond
-loopback without users refused (exit 78, not restarted).
+connection starts the service, users and roles, a clean stop, a worker unit's state on /workers (systemd
+asked from inside the sandbox), the sandbox's score, and a bind beyond loopback without users refused
+(exit 78, not restarted).
 """
 
 from __future__ import annotations
@@ -142,6 +143,33 @@ def test_stop_ends_the_service_cleanly_and_the_socket_starts_it_again(host):
     assert c.show(SOCKET, "SubState")["SubState"] == "listening"
     assert get(c, credentials="alice:correct horse")[0] == 200
     assert state(c)["ActiveState"] == "active"
+
+
+def test_the_workers_page_shows_a_worker_unit_of_this_host_and_its_state(host):
+    """The sandboxed service asks systemd (systemctl show, as user queuectl, over the system bus) for the
+    units of this host's workers: a worker unit started here shows its unit, state and restarts as
+    `systemctl show` says them."""
+    c, unit = host, "queuectl-worker@webunit.service"
+    c.run("systemctl", "start", unit, timeout=60)
+    try:
+        assert c.show(unit, "ActiveState")["ActiveState"] == "active"
+
+        def row() -> str:
+            status, body = get(c, URL + "workers", credentials="alice:correct horse")
+            assert status == 200, (status, body[:2000])
+            found = re.search(r"<tr><td>webunit</td>.*?</tr>", body, re.S)
+            return found.group(0) if found else ""
+
+        # The page's snapshot is read every interval and the units every 10 s: a row may be older.
+        until(lambda: "active (running)" in row(), "the worker's unit state on /workers", timeout=90)
+        shown = row()
+        props = c.show(unit, "ActiveState", "SubState", "NRestarts")
+        assert f'<td class="unit">{unit}</td>' in shown, shown
+        assert f'<td class="unit-state">{props["ActiveState"]} ({props["SubState"]})</td>' in shown, shown
+        assert f'<td class="restarts">{props["NRestarts"]}</td>' in shown, shown
+        assert "Traceback" not in c.journal(SERVICE)
+    finally:
+        c.run("systemctl", "stop", unit, timeout=120)
 
 
 def test_sandbox_exposure_is_at_most_4(host):

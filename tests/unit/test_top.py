@@ -199,7 +199,7 @@ def test_help_lists_the_actions_unless_read_only():
 
 def test_actions_go_through_the_api_and_say_what_they_did(busy):
     source = Source(busy)
-    assert source.toggle_pause("mail", True) == "resumed queue mail"
+    assert source.toggle_pause("mail", True) == "queue mail resumed"
     assert "mail" not in busy.paused_queues()
     assert source.toggle_pause("mail", True) == "queue mail was already running"
     assert source.cancel("later") == "job later: cancelled"

@@ -4,6 +4,7 @@ HTTP statuses."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -243,5 +244,33 @@ def test_no_page_shows_the_database_password(pg_uri, tmp_path):
         bodies = [r.get_data(as_text=True) for r in answers]
         assert all(password not in b and quote(password, safe="") not in b for b in bodies)
         assert "postgres@" in bodies[0]  # the database is named, without its password
+    finally:
+        d.close()
+
+
+def test_the_workers_of_this_host_show_their_unit_state_read_once_for_every_page(db, tmp_path, store):
+    from queuectl import procs
+    from queuectl.api.units import Units
+
+    asked: list[tuple[str, ...]] = []
+
+    def show(names):  # systemctl show's stand-in (its real output: tests/system/test_web_service.py)
+        asked.append(tuple(names))
+        return [{"Id": n, "ActiveState": "activating", "SubState": "auto-restart", "NRestarts": "3"} for n in names]
+
+    now = time.time()
+    steps.register(store, "here", now=now, host=procs.hostname(), unit="queuectl-worker@here.service")
+    steps.register(store, "there", now=now, host="elsewhere", unit="queuectl-worker@here.service")
+    d = Dashboard(db, tmp_path, units=Units(show=show))
+    try:
+        for path in ("/workers", "/", "/?part=live", "/workers"):
+            page = d.get(path).data.decode()
+            here = re.search(r"<tr><td>here</td>.*?</tr>", page, re.S).group(0)
+            there = re.search(r"<tr><td>there</td>.*?</tr>", page, re.S).group(0)
+            assert '<td class="unit-state">activating (auto-restart)</td><td class="restarts">3</td>' in here, path
+            # systemd is asked on this host only: the other host's unit of the same name is another unit
+            assert '<td class="unit">queuectl-worker@here.service</td>' in there, path
+            assert '<td class="unit-state">-</td><td class="restarts">-</td>' in there, path
+        assert asked == [("queuectl-worker@here.service",)]
     finally:
         d.close()

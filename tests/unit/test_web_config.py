@@ -130,3 +130,14 @@ def test_the_cli_names_a_users_file_it_cannot_read(run_cli, db, tmp_path):
     missing = tmp_path / "nobody"
     assert_error(run_cli("web", "--users", str(missing)), 78, f"cannot read the users file {missing}")
     assert not os.path.exists(db)
+
+
+def test_each_option_fills_its_fields_and_is_documented():
+    from pathlib import Path
+
+    filled = [field for option in config.OPTIONS for field in option.fields]
+    assert sorted(filled) == sorted(config.WebConfig._fields)  # each field once, by one option
+    assert config.load({}, {}) == config.WebConfig()  # the defaults are the record's
+    table = (Path(__file__).parents[2] / "docs" / "web.md").read_text()
+    for option in config.OPTIONS:
+        assert f"| `{option.key}` (`--{option.key}" in table, option.key

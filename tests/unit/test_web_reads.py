@@ -5,12 +5,16 @@ interval."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from queuectl.api.database import Database
+from queuectl.api.ops import retry
 from queuectl.errors import PermissionDenied
+from queuectl.models import JobState
 from queuectl.web.reads import READS, Connections, Reader
+from support import worker_steps as steps
 from support.webapp import Clock, Counting
 
 
@@ -73,15 +77,20 @@ def test_one_snapshot_serves_every_request_within_the_interval(opened):
     assert conns.snapshot() is not first and len(calls) > reads
 
 
-def test_history_is_kept_per_span_and_an_action_drops_what_is_kept(opened):
+def test_history_is_kept_per_span_and_an_action_drops_the_snapshot_alone(opened, store):
     conns, calls, clock = opened
     first = conns.window(3600.0, 60.0)
     reads = len(calls)
     clock.now += 10
     assert conns.window(3600.0, 60.0) is first and len(calls) == reads
-    conns.snapshot()
-    conns.act(lambda store: None)
-    reads = len(calls)
-    conns.snapshot()
-    conns.window(3600.0, 60.0)
-    assert len(calls) > reads
+    snap = conns.snapshot()
+    now = time.time()
+    steps.add(store, now, id="d1", command="exit 3", max_retries=0)
+    worker = steps.register(store, now=now)
+    [job] = steps.claim(store, worker, [], 1, now)
+    assert steps.finish(store, worker, [steps.bad(job.id, 3)], now) == [JobState.DEAD]
+    assert conns.act(lambda store: retry(store, ["d1"])) == [JobState.PENDING]
+    history = conns.reads["history"]
+    assert conns.window(3600.0, 60.0) is first and conns.reads["history"] == history  # not read again
+    after = conns.snapshot()
+    assert after is not snap and after.totals["pending"] == 1  # the next page shows the retry
