@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 
-from run import ENV, QUEUECTL, fill, percentile  # bench/run.py, which imports this module in main()
+from drains import ENV, QUEUECTL, fill, percentile  # bench/drains.py (bench/run.py imports this module in main())
 
 from queuectl.store import open_store
 from queuectl.web.config import DEFAULT_INTERVAL

@@ -51,14 +51,14 @@ def _serve(app, options) -> None:
     _need_libraries()
     from queuectl.web import app as dashboard
     from queuectl.web.reads import Connections
-    from queuectl.web.serve import serve
+    from queuectl.web.serve import serve, where_to_listen
 
     site = app.site()
     cfg = config.load(options, site.web, site.path or "the site configuration")
     if cfg.user_header and not cfg.users:
         raise InvalidConfig("--user-header needs --users: the users file gives each user named their role")
     known = users.load(cfg.users) if cfg.users else None
-    config.check_exposure(cfg.host, cfg.users)
+    listen = where_to_listen(cfg)  # before the database is made: a refused bind makes nothing
     app.store().close()  # the database opens (made if new) before anything is served; the pages open their own
     db = app.db_path()
 
@@ -72,7 +72,8 @@ def _serve(app, options) -> None:
     def say(line: str) -> None:
         click.echo(f"queuectl web: {line}", err=True)
 
-    serve(cfg, dashboard.create_app(cfg, connections, known), say, at_exit=lambda: say(connections.summary()))
+    serve(cfg, dashboard.create_app(cfg, connections, known), say, at_exit=lambda: say(connections.summary()),
+          listen=listen)
 
 
 def _need_libraries() -> None:

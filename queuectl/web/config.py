@@ -63,14 +63,13 @@ def parse_prefix(text: str) -> str:
     return prefix
 
 
-def is_loopback(host: str) -> bool:
-    """Return whether `host` (an IP address or "localhost") is a loopback address: 127.0.0.0/8 or ::1."""
-    if host.lower() == "localhost":
-        return True
+def is_loopback(address: str) -> bool:
+    """Return whether `address` (an IP address, as a bound socket or a resolution gives it) is a loopback one:
+    127.0.0.0/8 or ::1. A name is not: what it resolves to is (queuectl.web.serve.where_to_listen)."""
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(address).is_loopback
     except ValueError:
-        return False  # a host name: it may resolve to anything
+        return False
 
 
 def parse_header(raw) -> str:
@@ -150,10 +149,12 @@ def _seconds(text: str) -> float:
     return parse_duration(text, "an interval", forever=False)
 
 
-def check_exposure(host: str, users: str | None) -> None:
-    """Refuse to serve beyond this host without users: raises InvalidConfig unless `host` is a loopback
-    address or a users file is configured (the rule of Faktory and Mission Control: closed by default)."""
-    if users is None and not is_loopback(host):
-        raise InvalidConfig(f"refusing to listen on {host} without users: anyone who can reach it could read the"
+def check_exposure(address: str, users: str | None, name: str | None = None) -> None:
+    """Refuse to serve beyond this host without users: raises InvalidConfig unless `address` (an IP address:
+    where a socket is bound, or what the bind's host `name` resolved to) is a loopback one or a users file is
+    configured (the rule of Faktory and Mission Control: closed by default)."""
+    if users is None and not is_loopback(address):
+        where = address if name in (None, address) else f"{name} ({address})"
+        raise InvalidConfig(f"refusing to listen on {where} without users: anyone who can reach it could read the"
                             " queue; configure a users file (--users FILE, see 'queuectl web-user') or listen on"
                             " 127.0.0.1")

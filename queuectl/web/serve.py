@@ -3,14 +3,16 @@ of the queue: queuectl.web.reads), THREADS request threads.
 
 Under systemd's socket activation (queuectl-web.socket: LISTEN_FDS and LISTEN_PID set for this process)
 gunicorn serves the sockets systemd passed, and tells systemd it is ready (Type=notify); else it binds
-the configured address. Either way, an address beyond loopback without users is refused before
-anything is served (queuectl.web.config.check_exposure).
+the configured address, resolved once and checked: gunicorn is given the numeric address checked, never
+a name to resolve again. Either way, an address beyond loopback without users is refused before
+anything is served (queuectl.web.config.check_exposure, on addresses, never on names).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from typing import NamedTuple
 
 from queuectl.errors import InvalidConfig, QueuectlError
 from queuectl.web.config import WebConfig, check_exposure
@@ -74,42 +76,67 @@ def turn_away(environ=os.environ) -> int:
     return closed
 
 
-def check_bind(cfg: WebConfig) -> None:
-    """Refuse an address that is in use now, in one line (QueuectlError), rather than gunicorn's retries."""
-    family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
+class Listen(NamedTuple):
+    """Where the dashboard listens: numeric (host, port) `addresses`, and whether systemd `passed` the sockets
+    (else the one address is bound by gunicorn: the address checked, never a name resolved again)."""
+
+    addresses: list
+    passed: bool
+
+
+def resolve(cfg: WebConfig) -> tuple[str, int]:
+    """Return the numeric address to bind for `cfg`'s host (a name: its first IPv4 address, else its first);
+    raises InvalidConfig for a name that resolves to none, and (check_exposure) when any address it resolves to
+    is beyond loopback without users: "localhost" or a host name is held by what it resolves to, not its name."""
+    family = socket.AF_INET6 if ":" in cfg.host else socket.AF_UNSPEC
     try:
         infos = socket.getaddrinfo(cfg.host, cfg.port, family, socket.SOCK_STREAM)
     except socket.gaierror as e:
         raise InvalidConfig(f"cannot listen on {cfg.origin}: {e.strerror}") from None
+    addresses = [info[4][0] for info in sorted(infos, key=lambda info: info[0] != socket.AF_INET)]
+    for address in addresses:
+        check_exposure(address, cfg.users, cfg.host)
+    return addresses[0], cfg.port
+
+
+def where_to_listen(cfg: WebConfig, environ=os.environ) -> Listen:
+    """Return where to listen: the sockets systemd passed, else `cfg`'s bind resolved (resolve) and tried.
+
+    Raises InvalidConfig for an address beyond loopback without users (check_exposure: on each passed
+    socket's bound address; on every address a name resolves to), or a passed socket that is not TCP; and
+    QueuectlError, in one line, for an address in use now (rather than gunicorn's retries)."""
+    passed = inherited_sockets(environ)
+    if passed is not None:
+        for address, _port in passed:
+            check_exposure(address, cfg.users)
+        return Listen(passed, True)
+    host, port = resolve(cfg)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(infos[0][4])
+            probe.bind((host, port))
         except OSError as e:
             raise QueuectlError(f"cannot listen on {cfg.origin}: {e.strerror}") from None
+        check_exposure(probe.getsockname()[0], cfg.users, cfg.host)  # the address bound, as the kernel says it
+    return Listen([(host, port)], False)
 
 
-def serve(cfg: WebConfig, app, say, at_exit=None) -> None:
-    """Serve `app` until SIGTERM or SIGINT (each a graceful stop); `say(line)` prints a line for the operator,
-    and `at_exit()` (if given) runs in the serving process as it stops.
-
-    Raises InvalidConfig for an address beyond loopback without users (exit 78) and QueuectlError for
-    one in use."""
+def serve(cfg: WebConfig, app, say, at_exit=None, listen: Listen | None = None) -> None:
+    """Serve `app` until SIGTERM or SIGINT (each a graceful stop) where `listen` says (default:
+    where_to_listen(cfg), which raises what it raises); `say(line)` prints a line for the operator, and
+    `at_exit()` (if given) runs in the serving process as it stops."""
     from gunicorn.app.base import BaseApplication
 
-    passed = inherited_sockets()
-    for host, _port in passed or [(cfg.host, cfg.port)]:
-        check_exposure(host, cfg.users)
-    if passed is None:
-        check_bind(cfg)
-    origins = [WebConfig(host, port).origin for host, port in passed] if passed else [cfg.origin]
-    where = ", ".join(f"http://{origin}{cfg.prefix}/" for origin in origins) + (" (from systemd)" if passed else "")
+    listen = listen or where_to_listen(cfg)
+    origins = [WebConfig(host, port).origin for host, port in listen.addresses]
+    where = ", ".join(f"http://{origin}{cfg.prefix}/" for origin in origins) + (" (from systemd)" if listen.passed else "")
     say(f"serving the dashboard on {where}"
         f" ({'users of ' + cfg.users if cfg.users else 'no users: read-only, for whoever can reach it'})")
 
     class Dashboard(BaseApplication):
         def load_config(self):
-            for key, value in {"bind": [cfg.origin], "workers": 1, "worker_class": "gthread", "threads": THREADS,
+            for key, value in {"bind": origins, "workers": 1, "worker_class": "gthread", "threads": THREADS,
                                "timeout": TIMEOUT, "graceful_timeout": GRACEFUL, "accesslog": "-",
                                "errorlog": "-", "proc_name": "queuectl-web", "forwarded_allow_ips": "127.0.0.1,::1",
                                "limit_request_line": 8190, "limit_request_fields": 100,

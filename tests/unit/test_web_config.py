@@ -5,12 +5,14 @@ bad [web] value or a bind beyond loopback without users, with nothing served and
 from __future__ import annotations
 
 import os
+import re
+import socket
 
 import pytest
 
 from conftest import assert_error
-from queuectl.errors import InvalidConfig, InvalidInput
-from queuectl.web import config
+from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
+from queuectl.web import config, serve
 from queuectl.web.config import WebConfig
 
 
@@ -79,15 +81,42 @@ def test_an_unknown_web_key_is_named_with_the_keys():
                             " read-only, interval")
 
 
-def test_loopback_and_exposure():
-    for host in ("127.0.0.1", "127.1.2.3", "::1", "localhost", "LOCALHOST"):
-        assert config.is_loopback(host), host
-        config.check_exposure(host, None)
-    for host in ("0.0.0.0", "::", "10.0.0.1", "example.com", "127.0.0.1.example.com"):
+def test_exposure_is_judged_on_addresses_never_on_names():
+    for address in ("127.0.0.1", "127.1.2.3", "::1"):
+        assert config.is_loopback(address), address
+        config.check_exposure(address, None)
+    # A name (even "localhost") is judged by what it resolves to (test_where_to_listen_...), never by itself.
+    for host in ("0.0.0.0", "::", "10.0.0.1", "localhost", "example.com", "127.0.0.1.example.com"):
         assert not config.is_loopback(host), host
         with pytest.raises(InvalidConfig, match=f"refusing to listen on {host} without users"):
             config.check_exposure(host, None)
         config.check_exposure(host, "/etc/queuectl/web-users")
+    with pytest.raises(InvalidConfig, match=r"refusing to listen on db1 \(10\.0\.0\.1\) without users"):
+        config.check_exposure("10.0.0.1", None, "db1")
+
+
+def test_where_to_listen_resolves_the_bind_once_and_checks_every_address():
+    """The numeric address checked is the one gunicorn binds (no name resolved again after the check): the
+    resolutions of this host's resolver; a name whose resolution is beyond loopback:
+    tests/processes/test_web_bind.py."""
+    from support.pgserver import free_port
+
+    port = free_port()
+    for host, bound in (("localhost", "127.0.0.1"), ("127.0.0.1", "127.0.0.1"), ("::1", "::1")):
+        assert serve.where_to_listen(WebConfig(host, port), environ={}) == serve.Listen([(bound, port)], False)
+    for host in ("0.0.0.0", "::"):
+        with pytest.raises(InvalidConfig, match=f"^refusing to listen on {re.escape(host)} without users"):
+            serve.where_to_listen(WebConfig(host, port), environ={})
+        assert serve.where_to_listen(WebConfig(host, port, users="/etc/queuectl/web-users"), environ={}).addresses \
+            == [(host, port)]
+    with pytest.raises(InvalidConfig, match="cannot listen on no-such-host.invalid:"):
+        serve.where_to_listen(WebConfig("no-such-host.invalid", port), environ={})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        with pytest.raises(QueuectlError, match=f"^cannot listen on 127.0.0.1:{busy}: Address already in use"):
+            serve.where_to_listen(WebConfig("127.0.0.1", busy), environ={})
 
 
 @pytest.fixture
