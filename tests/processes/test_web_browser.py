@@ -397,3 +397,26 @@ def test_the_live_region_stops_refreshing_while_the_tab_is_hidden(db, web, brows
     assert refreshes("first") <= hidden_at + 1  # one read may have been on its way when it was hidden
     driver.switch_to.window(first)  # in front again: it refreshes at once, and on
     browser.wait(lambda d: refreshes("first") >= hidden_at + 3, SHOWN, "the first tab to refresh again")
+
+
+def test_the_workers_page_shows_each_worker_s_unit(db, web, browser, workers):
+    """A worker under a unit (QUEUECTL_UNIT, as queuectl-worker@.service sets it) shows its unit; its state
+    and restarts come from systemd on this host only, so without systemd here they are "-" (under systemd:
+    tests/system/test_web_service.py)."""
+    from queuectl.units import systemd_booted
+
+    workers.start("--name", "w-unit", env={"QUEUECTL_UNIT": "queuectl-worker@w-unit.service"})
+    workers.start("--name", "w-plain")
+    wait_for(lambda: {w["name"] for w in json.loads(queuectl(db, "status", "--json").stdout)["workers"]}
+             == {"w-unit", "w-plain"}, message="both workers to register")
+    server = web()
+    browser.visit(server.url + "/workers", "workers")
+    found = {row.find_element("css selector", "td").text: row
+             for row in browser.driver.find_elements("css selector", "#workers tbody tr")}
+    cells = {name: {c: row.find_element("css selector", f"td.{c}").text for c in ("unit", "unit-state", "restarts")}
+             for name, row in found.items()}
+    assert cells["w-plain"] == {"unit": "-", "unit-state": "-", "restarts": "-"}
+    assert cells["w-unit"]["unit"] == "queuectl-worker@w-unit.service"
+    if not systemd_booted():
+        assert cells["w-unit"] == {"unit": "queuectl-worker@w-unit.service", "unit-state": "-", "restarts": "-"}
+    browser.screenshot("workers-units")
