@@ -120,6 +120,11 @@ def test_without_credentials_the_answer_is_a_basic_challenge(dash):
         assert r.status_code == 401, headers
         assert r.headers["WWW-Authenticate"] == 'Basic realm="queuectl", charset="UTF-8"'
         assert b"sign in to see the queue" in r.data
+        assert dash.connections.describe().encode() not in r.data and b"None" not in r.data  # no database, no user
+    for answer in (dash.client.get("/jobs", headers={"Accept": "application/json"}),
+                   dash.client.get("/jobs/x/output.json?attempt=1&out=0&err=0")):
+        assert (answer.status_code, answer.get_json()) == (401, {"error": "sign in to see the queue"})
+        assert answer.headers["WWW-Authenticate"].startswith("Basic ")
     assert dash.get("/jobs", "victor").status_code == 200
 
 
