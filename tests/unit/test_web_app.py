@@ -198,6 +198,9 @@ def test_domain_errors_map_to_statuses(dash, dead):
     assert r.status_code == 404 and b"no schedule none" in r.data
     r = dash.post(f"/jobs/{dead}/cancel", data={"csrf": token})
     assert r.status_code == 409, r.data
+    for action in ("cancel", "retry"):  # no such job: 404, whichever the action
+        r = dash.post(f"/jobs/nope/{action}", data={"csrf": token}, headers={"Accept": "application/json"})
+        assert (r.status_code, r.json) == (404, {"error": "no job with id 'nope'"}), action
     assert app_module.status_for(PermissionDenied("x")) == 403  # before InvalidInput, its base class
 
 
