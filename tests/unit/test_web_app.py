@@ -47,6 +47,20 @@ def test_an_operator_s_pages_have_the_action_forms(dash, dead, run_cli):
         assert b'<form method="post"' not in dash.get(path, "victor").data  # a viewer is shown none
 
 
+def test_a_queue_paused_or_limited_before_its_first_job_is_shown_and_can_be_resumed(dash, dead, run_cli):
+    assert run_cli("limit", "fetch", "--rate", "30/1m").exit_code == 0
+    token = token_in(dash.get("/queues").data)
+    r = dash.post("/queues/later/pause", data={"csrf": token})
+    assert r.status_code == 303
+    page = dash.get("/queues").data
+    for queue in (b"default", b"fetch", b"later"):
+        assert b'data-queue="' + queue + b'"' in page, queue
+    assert b'action="/queues/later/resume"' in page and b"30/1m" in page
+    assert b'data-queue="later"' in dash.get("/?part=live").data
+    assert dash.post("/queues/later/resume", data={"csrf": token}).status_code == 303
+    assert b'data-queue="later"' not in dash.get("/queues").data  # resumed, no jobs: gone again
+
+
 def test_the_role_gate_refuses_a_viewer_s_post_and_changes_nothing(dash, dead, db):
     token = token_in(dash.get(f"/jobs/{dead}", "olga").data)
     before = snapshot(db)
