@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import json
+
 import pytest
 
 from conftest import snapshot
@@ -59,6 +61,16 @@ def test_a_queue_paused_or_limited_before_its_first_job_is_shown_and_can_be_resu
     assert b'data-queue="later"' in dash.get("/?part=live").data
     assert dash.post("/queues/later/resume", data={"csrf": token}).status_code == 303
     assert b'data-queue="later"' not in dash.get("/queues").data  # resumed, no jobs: gone again
+
+
+def test_schedules_show_their_queue_and_next_run_in_their_zone(dash, run_cli):
+    assert run_cli("schedule", "add", "nightly", "--cron", "30 2 * * *", "--tz", "Asia/Kolkata",
+                   '{"command": "date", "queue": "reports"}').exit_code == 0
+    listed = run_cli("schedule", "list", "--json")
+    [schedule] = json.loads(listed.output)
+    for page in (dash.get("/schedules").data.decode(), dash.get("/?part=live").data.decode()):
+        assert "<td>reports</td>" in page or ">reports</a></td>" in page
+        assert f">{schedule['next_local']}</time>" in page and "T02:30:00+05:30" in schedule["next_local"]
 
 
 def test_the_role_gate_refuses_a_viewer_s_post_and_changes_nothing(dash, dead, db):
