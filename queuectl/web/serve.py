@@ -123,8 +123,9 @@ def where_to_listen(cfg: WebConfig, environ=os.environ) -> Listen:
 
 
 def serve(cfg: WebConfig, app, say, at_exit=None, listen: Listen | None = None) -> None:
-    """Serve `app` until SIGTERM or SIGINT (each a graceful stop) where `listen` says (default:
-    where_to_listen(cfg), which raises what it raises); `say(line)` prints a line for the operator, and
+    """Serve `app` until SIGTERM, SIGINT or SIGHUP (each a graceful stop) where `listen` says (default:
+    where_to_listen(cfg), which raises what it raises: InvalidConfig for an address beyond loopback without
+    users, exit 78, and QueuectlError for one in use); `say(line)` prints a line for the operator, and
     `at_exit()` (if given) runs in the serving process as it stops."""
     from gunicorn.app.base import BaseApplication
 
@@ -140,7 +141,11 @@ def serve(cfg: WebConfig, app, say, at_exit=None, listen: Listen | None = None) 
                                "timeout": TIMEOUT, "graceful_timeout": GRACEFUL, "accesslog": "-",
                                "errorlog": "-", "proc_name": "queuectl-web", "forwarded_allow_ips": "127.0.0.1,::1",
                                "limit_request_line": 8190, "limit_request_fields": 100,
-                               "worker_exit": lambda arbiter, worker: at_exit and at_exit()}.items():
+                               "worker_exit": lambda arbiter, worker: at_exit and at_exit(),
+                               # A hangup (the terminal or SSH session closed) stops it, as it does any
+                               # foreground command; gunicorn's own meaning, reload, has nothing to reload here.
+                               "when_ready": lambda arbiter: setattr(arbiter, "handle_hup", arbiter.handle_term),
+                               }.items():
                 self.cfg.set(key, value)
 
         def load(self):
