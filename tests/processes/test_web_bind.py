@@ -4,8 +4,8 @@ resolves to loopback is served on the address checked, and a socket systemd pass
 bound address.
 
 Name resolution is real: each `queuectl web` runs in a mount namespace of its own (unshare(1)) where
-this test's hosts file is bind-mounted over /etc/hosts, so glibc's resolver gives the names this test
-chooses. systemd's passed socket comes from systemd-socket-activate(1).
+this test's hosts file is bind-mounted over /etc/hosts (and an nsswitch.conf of files alone), so
+glibc's resolver gives the names this test chooses, and no others. systemd's passed socket comes from systemd-socket-activate(1).
 """
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ def _unshare_missing() -> str | None:
 def resolving(tmp_path):
     """The argv prefix that runs a command with HOSTS as its /etc/hosts."""
     require(_unshare_missing(), "processes")
-    hosts = tmp_path / "hosts"
+    hosts, nsswitch = tmp_path / "hosts", tmp_path / "nsswitch.conf"
     hosts.write_text(HOSTS)
-    return ["unshare", "--mount", "--map-root-user", "sh", "-c", f'mount --bind {hosts} /etc/hosts && exec "$@"',
-            "sh"]
+    nsswitch.write_text("hosts: files\n")  # no DNS: a name not in HOSTS resolves to nothing, at once
+    return ["unshare", "--mount", "--map-root-user", "sh", "-c",
+            f'mount --bind {hosts} /etc/hosts && mount --bind {nsswitch} /etc/nsswitch.conf && exec "$@"', "sh"]
 
 
 def web(resolving, db: str, bind: str) -> subprocess.CompletedProcess:
@@ -58,6 +59,15 @@ def test_a_name_that_resolves_beyond_loopback_is_refused(resolving, db, name, ad
     done = web(resolving, db, f"{name}:{free_port()}")
     assert done.returncode == 78 and done.stdout == "", done
     assert done.stderr.startswith(f"queuectl: error: refusing to listen on {name} ({address}) without users:"), done
+    assert len(done.stderr.splitlines()) == 1
+    assert not Path(db).exists()
+
+
+def test_a_name_that_resolves_to_nothing_is_one_line(resolving, db):
+    port = free_port()
+    done = web(resolving, db, f"nowhere.test:{port}")
+    assert done.returncode == 78 and done.stdout == "", done
+    assert done.stderr.startswith(f"queuectl: error: cannot listen on nowhere.test:{port}: "), done
     assert len(done.stderr.splitlines()) == 1
     assert not Path(db).exists()
 
