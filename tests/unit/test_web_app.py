@@ -4,6 +4,7 @@ HTTP statuses."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -45,6 +46,30 @@ def test_an_operator_s_pages_have_the_action_forms(dash, dead, run_cli):
         assert f'action="{action}"'.encode() in page.data, path
         assert token_in(page.data)
         assert b'<form method="post"' not in dash.get(path, "victor").data  # a viewer is shown none
+
+
+def test_a_queue_paused_or_limited_before_its_first_job_is_shown_and_can_be_resumed(dash, dead, run_cli):
+    assert run_cli("limit", "fetch", "--rate", "30/1m").exit_code == 0
+    token = token_in(dash.get("/queues").data)
+    r = dash.post("/queues/later/pause", data={"csrf": token})
+    assert r.status_code == 303
+    page = dash.get("/queues").data
+    for queue in (b"default", b"fetch", b"later"):
+        assert b'data-queue="' + queue + b'"' in page, queue
+    assert b'action="/queues/later/resume"' in page and b"30/1m" in page
+    assert b'data-queue="later"' in dash.get("/?part=live").data
+    assert dash.post("/queues/later/resume", data={"csrf": token}).status_code == 303
+    assert b'data-queue="later"' not in dash.get("/queues").data  # resumed, no jobs: gone again
+
+
+def test_schedules_show_their_queue_and_next_run_in_their_zone(dash, run_cli):
+    assert run_cli("schedule", "add", "nightly", "--cron", "30 2 * * *", "--tz", "Asia/Kolkata",
+                   '{"command": "date", "queue": "reports"}').exit_code == 0
+    listed = run_cli("schedule", "list", "--json")
+    [schedule] = json.loads(listed.output)
+    for page in (dash.get("/schedules").data.decode(), dash.get("/?part=live").data.decode()):
+        assert "<td>reports</td>" in page or ">reports</a></td>" in page
+        assert f">{schedule['next_local']}</time>" in page and "T02:30:00+05:30" in schedule["next_local"]
 
 
 def test_the_role_gate_refuses_a_viewer_s_post_and_changes_nothing(dash, dead, db):
@@ -120,6 +145,11 @@ def test_without_credentials_the_answer_is_a_basic_challenge(dash):
         assert r.status_code == 401, headers
         assert r.headers["WWW-Authenticate"] == 'Basic realm="queuectl", charset="UTF-8"'
         assert b"sign in to see the queue" in r.data
+        assert dash.connections.describe().encode() not in r.data and b"None" not in r.data  # no database, no user
+    for answer in (dash.client.get("/jobs", headers={"Accept": "application/json"}),
+                   dash.client.get("/jobs/x/output.json?attempt=1&out=0&err=0")):
+        assert (answer.status_code, answer.get_json()) == (401, {"error": "sign in to see the queue"})
+        assert answer.headers["WWW-Authenticate"].startswith("Basic ")
     assert dash.get("/jobs", "victor").status_code == 200
 
 
@@ -193,6 +223,9 @@ def test_domain_errors_map_to_statuses(dash, dead):
     assert r.status_code == 404 and b"no schedule none" in r.data
     r = dash.post(f"/jobs/{dead}/cancel", data={"csrf": token})
     assert r.status_code == 409, r.data
+    for action in ("cancel", "retry"):  # no such job: 404, whichever the action
+        r = dash.post(f"/jobs/nope/{action}", data={"csrf": token}, headers={"Accept": "application/json"})
+        assert (r.status_code, r.json) == (404, {"error": "no job with id 'nope'"}), action
     assert app_module.status_for(PermissionDenied("x")) == 403  # before InvalidInput, its base class
 
 
@@ -221,6 +254,22 @@ def test_commands_and_output_are_escaped(dash, store):
     assert b"&lt;script&gt;alert(1)&lt;/script&gt;" in page.data
     listed = dash.get("/jobs")
     assert b"<script>alert" not in listed.data and b"&lt;script&gt;" in listed.data
+
+
+def test_a_job_page_holds_its_output_as_text_and_the_positions_to_follow_on_from(dash, store):
+    """Readable without script: the output as kept is in the page, escaped, and the script follows on from the
+    byte positions the page was read to."""
+    now = time.time()
+    steps.add(store, now, id="o1", command="true", max_retries=0)
+    worker = steps.register(store, now=now)
+    steps.claim(store, worker, [], 1, now)
+    out = "<script>alert(1)</script> é\n".encode()
+    assert steps.finish(store, worker, [steps.Outcome("o1", True, 0, None, out, b"warn")], now) == [JobState.COMPLETED]
+    page = dash.get("/jobs/o1").data.decode()
+    assert '<pre id="stdout" class="output">&lt;script&gt;alert(1)&lt;/script&gt; é\n</pre>' in page
+    assert '<pre id="stderr" class="output">warn</pre>' in page
+    assert f'data-attempt="1" data-out="{len(out)}" data-err="4"' in page
+    assert "the job has ended (completed)" in page
 
 
 def test_no_page_shows_the_database_password(pg_uri, tmp_path):

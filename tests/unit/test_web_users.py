@@ -62,7 +62,10 @@ def checks(monkeypatch):
 
     def counted(password, hashed):
         made.append(password)
-        return real(password, hashed)
+        try:
+            return real(password, hashed)
+        except ValueError as e:  # a hash bcrypt refuses: no real check (the checker would catch a ValueError)
+            raise AssertionError(f"bcrypt refused the hash {hashed!r}: {e}") from None
     monkeypatch.setattr(bcrypt, "checkpw", counted)
     return made
 
@@ -87,6 +90,15 @@ def test_the_checker_refuses_the_rest(checks):
     assert checker.check("proxy", "") is None and checker.check("proxy", "-") is None  # signs in by header alone
     assert checker.check("alice", "") is None and checker.check("alice", "s" * 73) is None
     assert checker.check("alice", "secret") is not None  # and the right password still works
+
+
+def test_an_unknown_name_costs_a_real_check_at_the_users_cost():
+    """A wrong name takes as long as a wrong password: the decoy is a hash bcrypt accepts (bcrypt 4 and later
+    refuse a malformed one at once), at the highest cost of the users' hashes."""
+    costly = bcrypt.hashpw(b"x", bcrypt.gensalt(5))
+    decoy = users.decoy([User("alice", "operator", HASH), User("bob", "viewer", costly), User("proxy", "viewer", None)])
+    assert decoy.startswith(b"$2b$05$") and bcrypt.checkpw(b"secret", decoy) is False
+    assert users.decoy([User("proxy", "viewer", None)]) is None  # no password to check: no name to tell apart
 
 
 def test_hash_password():
@@ -161,7 +173,12 @@ def test_web_user_refuses_bad_input_and_changes_nothing(cli, tmp_path):
                  "a password is 1 to 72 bytes")
     r = cli("web-user", "set", "carol", "--role", "admin", "--password-stdin", "--file", str(path), input="pw\n")
     assert r.exit_code == 2 and "admin" in r.stderr
+    r = cli("web-user", "set", "carol", "--file", str(path), input="one\ntwo\n")  # asked twice, on stderr
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr.splitlines()[-1] == "queuectl: error: the two passwords differ: nothing changed"
     assert path.read_text() == before
+    r = cli("web-user", "set", "carol", "--file", str(path), input="same\nsame\n")
+    assert r.exit_code == 0 and bcrypt.checkpw(b"same", users.load(str(path))["carol"].hash)
     path.write_text(before + "broken line\n")
     line = assert_error(cli("web-user", "list", "--file", str(path)), 78, f"{path}: line 2: not NAME:ROLE:HASH")
     assert before.split(":")[2].strip() not in line
