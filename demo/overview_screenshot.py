@@ -56,7 +56,7 @@ def history(store, now: float) -> None:
                                 ended_at=t + wait + took))
         store.exchange(worker, Exchange(ended=ends), [], t + wait + 5 * run)
 
-    for h in range(167, 0, -1):
+    for h in range(167, 1, -1):  # the last hour: its minutes, below
         if 40 <= h < 46:
             continue  # a quiet night
         day = 1 + math.sin((now // 3600 - h) / 24 * 2 * math.pi)
