@@ -125,10 +125,12 @@ def bulk():
 
 
 def job(job_id: str):
-    from queuectl.api.jobs import show
+    from queuectl.api.jobs import attempts, show
 
-    found, deps = connections().read(lambda store: (show(store, job_id), store.dependencies(job_id)))
-    return render_template("job.html", job=found, deps=deps)  # its output: the page's script reads it
+    # Its attempts read first: the job's record is never older than them.
+    tried, found, deps = connections().read(
+        lambda store: (attempts(store, job_id), show(store, job_id), store.dependencies(job_id)))
+    return render_template("job.html", job=found, deps=deps, tried=tried)  # its output: the page's script reads it
 
 
 def output(job_id: str):

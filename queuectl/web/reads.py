@@ -27,7 +27,7 @@ HISTORY_TTL = {3600.0: 15.0, 86400.0: 120.0, 7 * 86400.0: 600.0}
 #: The store's methods a reader may call (queuectl.store.interface.CommandStore's reads).
 READS = frozenset({
     "activity", "activity_totals", "can_write", "clock", "count_jobs", "count_purgeable", "counts", "defaults",
-    "dependencies", "describe", "find_jobs", "get_job", "held_keys", "jobs_by_id", "list_jobs", "now",
+    "dependencies", "describe", "find_jobs", "get_job", "held_keys", "job_attempts", "jobs_by_id", "list_jobs", "now",
     "oldest_ready", "paused_queues", "queue_limits", "read_output", "run_counts", "schedules", "settings",
     "stopped_workers", "worker_by_name", "workers",
 })

@@ -397,3 +397,15 @@ def test_the_live_region_stops_refreshing_while_the_tab_is_hidden(db, web, brows
     assert refreshes("first") <= hidden_at + 1  # one read may have been on its way when it was hidden
     driver.switch_to.window(first)  # in front again: it refreshes at once, and on
     browser.wait(lambda d: refreshes("first") >= hidden_at + 3, SHOWN, "the first tab to refresh again")
+
+
+def test_a_job_s_page_shows_its_attempts(db, web, users, browser):
+    from selenium.webdriver.common.by import By
+
+    job_id = make_dead(db)
+    server = web(users=users)
+    browser.sign_in("victor", USERS["victor"][1])
+    browser.visit(f"{server.url}/jobs/{job_id}", "job-attempts")
+    rows = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in browser.driver.find_elements(By.CSS_SELECTOR, "#attempts tr[data-attempt]")]
+    assert [(r[0], r[1], r[5], r[6]) for r in rows] == [("1", "dead", "3", "exit code 3")]
