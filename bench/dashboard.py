@@ -1,7 +1,8 @@
 """Section 9 of bench/run.py: the dashboard (`queuectl web`) with a million jobs stored.
 
 On the scale section's database (a million completed jobs in queue default), with DEAD dead jobs and a
-week of activity history (WEEK_QUEUES queues, every minute) added, `queuectl web` runs as a real process
+week of activity history (WEEK_QUEUES queues, every minute; kept as the workers' retention keeps it: a
+day of minutes, older ones rolled up into hours) added, `queuectl web` runs as a real process
 on a free loopback port, and:
 
 - pages: each of PAGES is fetched once (the first: nothing read yet, the history spans included), then
@@ -28,6 +29,7 @@ import time
 from run import ENV, QUEUECTL, fill, percentile  # bench/run.py, which imports this module in main()
 
 from queuectl.store import open_store
+from queuectl.store.base import MINUTES_KEPT
 from queuectl.web.config import DEFAULT_INTERVAL
 
 TARGET_MS = 300.0
@@ -40,13 +42,16 @@ SUMMARY = re.compile(r"read the queue (\d+) times in \d+ s: (\d+) snapshots .*?,
 
 
 def prepare(db: str) -> str:
-    """Add DEAD dead jobs and a week of every minute's activity in WEEK_QUEUES to `db`; return a stored job's id."""
+    """Add DEAD dead jobs and a week of every minute's activity in WEEK_QUEUES to `db`, rolled up as retention
+    does; return a stored job's id."""
     fill(db, DEAD, command="false", state="dead", prefix="dead")
     with open_store(db) as store:
         end = int(store.clock() // 60 * 60)
         minutes = [(q, end - 60 * i, 60, 59, 1, 0, 20, 59, 30.0, 120.0) for q in WEEK_QUEUES for i in range(7 * 1440)]
         store.c.executemany("INSERT INTO activity (queue, minute, started, completed, failed, dead, wait_3, run_6,"
                             " wait_sum, run_sum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", minutes)
+        while store.purge_history(None, end - MINUTES_KEPT):
+            pass
         return store.c.execute("SELECT id FROM jobs WHERE state = 'completed' ORDER BY seq LIMIT 1").fetchone()[0]
 
 

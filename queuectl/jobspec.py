@@ -10,6 +10,9 @@ from typing import NamedTuple
 
 from queuectl.errors import InvalidInput
 
+#: The queue of a job that names none.
+DEFAULT_QUEUE = "default"
+
 #: The longest command in bytes (UTF-8): it is passed to /bin/sh as one argument, and Linux refuses
 #: an argument of MAX_ARG_STRLEN (32 pages, 128 KiB) or more with E2BIG, counting its NUL
 #: (execve(2), "Limits on size of arguments and environment").
@@ -213,7 +216,7 @@ def validate_job(obj, now: float) -> NewJob:
 
     after = _parse_after(obj.get("after", ()), job_id)
 
-    queue = check_queue(obj.get("queue", "default"))
+    queue = check_queue(obj.get("queue", DEFAULT_QUEUE))
 
     priority = obj.get("priority", 0)
     if not _is_int(priority):

@@ -255,6 +255,13 @@ class Schedule(NamedTuple):
     last_state: JobState | None = None
 
     @property
+    def queue(self) -> str:
+        """The queue its runs are enqueued in (the template's, else the default queue)."""
+        from queuectl.jobspec import DEFAULT_QUEUE
+
+        return self.template.get("queue") or DEFAULT_QUEUE
+
+    @property
     def rule(self):
         """Its queuectl.recurrence.Rule."""
         from queuectl.recurrence import Rule

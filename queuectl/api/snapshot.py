@@ -65,6 +65,13 @@ class Snapshot:
         return {s.value: sum(per[s.value] for per in self.counts.values()) for s in JobState}
 
     @property
+    def queues(self) -> dict[str, dict[str, int]]:
+        """{queue: {state: jobs}} of every queue that has jobs, is paused or is limited, by name (zeros for one
+        without jobs: a queue paused or limited before its first job is still one to see and resume)."""
+        zero = dict.fromkeys((s.value for s in JobState), 0)
+        return {q: self.counts.get(q, zero) for q in sorted({*self.counts, *self.paused, *self.limits})}
+
+    @property
     def retention(self) -> dict[str, float | None]:
         """{completed, cancelled, dead: seconds such jobs are kept; history: seconds the activity history's minutes
         are kept} (None: forever) (the keep-* settings)."""

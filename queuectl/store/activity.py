@@ -77,8 +77,10 @@ def table(real: str, integer: str, *, primary_key: bool = True) -> str:
 
 
 def _sums(cols: Sequence[str] = SUMMED) -> str:
-    """Each of `cols` summed, under its own name."""
-    return ", ".join(f"sum({c}) AS {c}" for c in cols)
+    """Each of `cols` summed, under its own name; the counts cast back to integers (PostgreSQL's sum of a bigint
+    is a numeric, which psycopg converts to a Decimal one value at a time)."""
+    return ", ".join(f"sum({c}) AS {c}" if c in ("wait_sum", "run_sum") else f"CAST(sum({c}) AS BIGINT) AS {c}"
+                     for c in cols)
 
 
 def _in_bucket(x: str, i: int) -> str:
@@ -201,15 +203,36 @@ def totals(store) -> dict[str, ActivityRow]:
     return {r["queue"]: _row(r, RETIRED) for r in _read(store, "true", [], "queue")}
 
 
-def purge(store, before: float, limit: int = HISTORY_BATCH) -> int:
-    """Delete about `limit` minutes of history (rows) older than `before` (Unix seconds), oldest first, in one
-    transaction, folding them into their queue's totals (minute RETIRED); return how many rows it deleted.
-    (SqlStore.purge_history.)"""
+#: Seconds in the hour that rolled-up minutes sum into.
+HOUR = 3600
+
+
+def purge(store, before: float | None, hours_before: float | None = None, limit: int = HISTORY_BATCH) -> int:
+    """Fold about `limit` rows of history (oldest first, one transaction) and return how many it deleted: those
+    older than `before` (Unix seconds; None: kept forever) into their queue's totals (minute RETIRED), and then the
+    minutes before the hour of `hours_before` (None: none) into their hour's row (rolled up: a step of a minute
+    over them shows the hour at its first minute). Sums over any span of whole hours, and the totals, are
+    unchanged by either. (SqlStore.purge_history.)"""
+    deleted = 0
     with store._write() as c:
-        edge = c.execute(f"SELECT minute FROM activity WHERE minute > {RETIRED} AND minute < ?"
-                         " ORDER BY minute LIMIT 1 OFFSET ?", (before, max(limit - 1, 0))).fetchone()
-        upto = before if edge is None else min(float(edge[0]) + 1, before)
-        where = f"minute > {RETIRED} AND minute < ?"
-        c.execute(f"INSERT INTO activity (queue, minute, {', '.join(SUMMED)}) SELECT queue, {RETIRED},"
-                  f" {_sums()} FROM activity WHERE {where} GROUP BY queue{ADD_ON_CONFLICT}", (upto,))
-        return c.execute(f"DELETE FROM activity WHERE {where}", (upto,)).rowcount
+        if before is not None:
+            deleted = _fold(c, str(RETIRED), "", before, limit)
+        if hours_before is not None and deleted < limit:
+            upto = math.floor(hours_before / HOUR) * HOUR
+            hour = f"minute / {HOUR} * {HOUR}"  # integer division on both engines: the column is an integer
+            deleted += _fold(c, hour, f" AND minute <> {hour}", upto, limit - deleted)
+    return deleted
+
+
+def _fold(c, into: str, also: str, before: float, limit: int) -> int:
+    """In the open transaction `c`, add the rows of minutes below `before` that match `also` (SQL: " AND ...")
+    to the row of minute `into` (SQL, of the row's minute) of their queue, at most about `limit` of them, oldest
+    first, and delete them; return how many were deleted."""
+    # Integer bounds (the same minutes: the column is an integer) keep PostgreSQL on its index, as in read.
+    where, before = f"minute > {RETIRED} AND minute < ?{also}", math.ceil(before)
+    edge = c.execute(f"SELECT minute FROM activity WHERE {where} ORDER BY minute LIMIT 1 OFFSET ?",
+                     (before, max(limit - 1, 0))).fetchone()
+    upto = before if edge is None else min(int(edge[0]) + 1, before)
+    c.execute(f"INSERT INTO activity (queue, minute, {', '.join(SUMMED)}) SELECT queue, {into} AS m,"
+              f" {_sums()} FROM activity WHERE {where} GROUP BY queue, m ORDER BY queue, m{ADD_ON_CONFLICT}", (upto,))
+    return c.execute(f"DELETE FROM activity WHERE {where}", (upto,)).rowcount

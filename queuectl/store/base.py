@@ -21,6 +21,9 @@ from queuectl.models import JobState
 PURGE_BATCH = 1000
 #: Minutes of activity history (rows) deleted per retention transaction, about (queuectl.store.activity.purge).
 HISTORY_BATCH = 1000
+#: Activity history is kept as minutes for a day (seconds); older minutes are rolled up into their hour's row (the
+#: row of the hour's first minute), so that a week's chart reads hours, not minutes (queuectl.store.activity.purge).
+MINUTES_KEPT = 86400
 
 
 class WorkerGone(Conflict):

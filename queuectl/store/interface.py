@@ -208,9 +208,9 @@ class WorkerStore(Shared, Protocol):
     def take_lease(self, name: str, holder: int, now: Instant | float, ttl: float) -> bool:
         """Take or renew a lease for `ttl` seconds (work one worker at a time does); False if another holds it."""
 
-    def purge_history(self, before: float, limit: int = ...) -> int:
-        """Delete about `limit` minutes of activity history older than `before` (Unix seconds), folding them into
-        each queue's totals; return how many rows it deleted."""
+    def purge_history(self, before: float | None, hours_before: float | None = None, limit: int = ...) -> int:
+        """Fold about `limit` rows of activity history: older than `before` (Unix seconds) into each queue's totals,
+        minutes before `hours_before`'s hour into their hours; return how many rows it deleted."""
 
     def maintain(self, worker_id: int) -> None:
         """Housekeeping at each heartbeat (PostgreSQL folds its counters; nothing on SQLite)."""

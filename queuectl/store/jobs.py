@@ -168,19 +168,26 @@ class JobStore(SqlCore):
         return [(r[0], r[1], JobState(r[2])) for r in rows], total
 
     def list_jobs(self, state: JobState | None = None, queue: str | None = None, limit: int = 100) -> list[Job]:
-        """Return up to `limit` jobs, newest first, optionally of one state and/or queue."""
+        """Return up to `limit` jobs, newest first, optionally of one state and/or queue: dead jobs (the dead letter
+        queue) by when they died, most recent first (finished_at, on the jobs_finished index), others by seq."""
         where, params = [], []
-        if state is not None:
+        order, index = "seq DESC", ""
+        if state is JobState.DEAD:
+            # The partial index's WHERE repeated, so that SQLite can use it (as operator.py's purge does).
+            where += [fragments.FINISHED_STATES, "state = ?"]
+            params.append(state.value)
+            order, index = "finished_at DESC, seq DESC", self.FINISHED_INDEX
+        elif state is not None:
             where.append("state = ?")
             params.append(state.value)
         if queue is not None:
             where.append("queue = ?")
             params.append(queue)
-        sql = f"SELECT {JOB_COLUMNS} FROM jobs"
+        sql = f"SELECT {JOB_COLUMNS} FROM jobs {index}"
         if where:
             sql += " WHERE " + " AND ".join(where)
         with self._errors():
-            rows = self.c.execute(sql + " ORDER BY seq DESC LIMIT ?", (*params, limit)).fetchall()
+            rows = self.c.execute(sql + f" ORDER BY {order} LIMIT ?", (*params, limit)).fetchall()
         return self._with_after([Job.from_row(r) for r in rows])
 
     def oldest_ready(self, now: Instant | float) -> dict[str, float]:

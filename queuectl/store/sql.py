@@ -52,12 +52,14 @@ class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStor
 
         return activity.totals(self)
 
-    def purge_history(self, before: float, limit: int = HISTORY_BATCH) -> int:
-        """Delete about `limit` minutes of history older than `before` (Unix seconds), folding them into each
-        queue's totals; return how many rows it deleted (queuectl.store.activity.purge)."""
+    def purge_history(self, before: float | None, hours_before: float | None = None,
+                      limit: int = HISTORY_BATCH) -> int:
+        """Fold about `limit` rows of history: those older than `before` (Unix seconds; None: none) into each
+        queue's totals, then the minutes before `hours_before`'s hour (None: none) into their hours; return how
+        many rows it deleted (queuectl.store.activity.purge)."""
         from queuectl.store import activity
 
-        return activity.purge(self, before, limit)
+        return activity.purge(self, before, hours_before, limit)
 
     # Finding jobs: its module loads when first used, never on `queuectl enqueue`'s path.
     def find_jobs(self, filter: JobFilter, before_seq: int | None = None, limit: int = 50) -> list[Job]:

@@ -163,13 +163,10 @@ def footer(view: View) -> str:
 
 def queues_pane(snap, f: str) -> Pane:
     """Jobs by state per queue, with the queue's limit, pause and oldest ready job's wait."""
-    names = sorted({*snap.counts, *snap.paused, *snap.limits})
-    zero = dict.fromkeys((s.value for s in JobState), 0)
     rows = []
-    for q in names:
+    for q, counts in snap.queues.items():
         if not matches(f, q):
             continue
-        counts = snap.counts.get(q, zero)
         limit = snap.limits[q].text if q in snap.limits else "-"
         oldest = ago(snap.oldest_ready[q]) if q in snap.oldest_ready else "-"
         rows.append(Row(("queue", q), (printable(q), *(str(n) for n in counts.values()),

@@ -73,8 +73,10 @@ def cancel_job(job_id: str):
 
     result = _act(lambda store: cancel_now(store, job_id))
     if result.error:
-        from queuectl.errors import Conflict
+        from queuectl.errors import Conflict, NotFound
 
+        if result.was is None:
+            raise NotFound(result.error)  # as retry's
         raise Conflict(f"job {job_id}: {result.error}")
     return _back("job", f"job {job_id}: {result.description}", job_id=job_id)
 

@@ -64,7 +64,7 @@ class Prefixed:
 
 def create_app(cfg: WebConfig, connections, users: dict | None):
     """Return the dashboard's WSGI application (see the module's docstring)."""
-    from flask import Flask, g, render_template, request
+    from flask import Flask, g, request
 
     from queuectl.web import actions, pages
     from queuectl.web.charts import seconds
@@ -105,30 +105,28 @@ def create_app(cfg: WebConfig, connections, users: dict | None):
     def domain_error(e):
         from queuectl.models import printable
 
-        status = status_for(e)
-        if request.accept_mimetypes.best == "application/json" or request.path.endswith(".json"):
-            return {"error": printable(str(e))}, status
-        return render_template("error.html", status=status, message=printable(str(e))), status
+        return error(status_for(e), printable(str(e)))
 
     @app.errorhandler(404)
     def not_found(e):
-        return render_template("error.html", status=404, message="no such page"), 404
+        return error(404, "no such page")
 
     @app.errorhandler(405)
     def not_allowed(e):
-        return render_template("error.html", status=405, message="not allowed: changes are POSTs"), 405
+        return error(405, "not allowed: changes are POSTs")
 
     @app.errorhandler(413)
     def too_large(e):
-        return render_template("error.html", status=413, message="the request is too large"), 413
+        return error(413, "the request is too large")
 
     @app.context_processor
     def common():
         from queuectl.web.actions import said_text
 
-        return {"said": said_text(request.args.get("said")), "user": g.get("user"), "role": g.get("role"), "may_act": g.get("may_act", False),
-                "csrf_field": security.FIELD, "csrf": g.get("csrf", ""), "interval": g.get("interval", 3),
-                "db": connections.describe()}
+        signed_in = g.get("user") is not None  # nothing of the database for a visitor asked to sign in
+        return {"said": said_text(request.args.get("said")), "user": g.get("user"), "role": g.get("role"),
+                "may_act": g.get("may_act", False), "csrf_field": security.FIELD, "csrf": g.get("csrf", ""),
+                "interval": g.get("interval", 3), "db": connections.describe() if signed_in else ""}
 
     pages.register(app)
     actions.register(app)
@@ -171,9 +169,17 @@ def _localtime(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
-def _challenge():
-    from flask import make_response, render_template
+def error(status: int, message: str):
+    """The answer to a refused or failed request: {"error": message} for a .json address or a client that
+    prefers JSON, else the error page; `message` is already fit to print."""
+    from flask import make_response, render_template, request
 
-    response = make_response(render_template("error.html", status=401, message="sign in to see the queue"), 401)
+    if request.accept_mimetypes.best == "application/json" or request.path.endswith(".json"):
+        return make_response({"error": message}, status)
+    return make_response(render_template("error.html", status=status, message=message), status)
+
+
+def _challenge():
+    response = error(401, "sign in to see the queue")
     response.headers["WWW-Authenticate"] = 'Basic realm="queuectl", charset="UTF-8"'
     return response

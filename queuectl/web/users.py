@@ -96,6 +96,19 @@ def hash_password(password: str) -> str:
     return bcrypt.hashpw(raw, bcrypt.gensalt(COST)).decode()
 
 
+def decoy(users) -> bytes | None:
+    """Return a hash of a random password at the highest cost of `users`' hashes (None if none has a password:
+    no name to tell apart), to check unknown names against, so that a wrong name takes as long as a wrong
+    password. A real hash: bcrypt 4 and later refuse a malformed one at once (ValueError), which would tell
+    names apart by time."""
+    costs = [int(u.hash[4:6]) for u in users if u.hash is not None]
+    if not costs:
+        return None
+    import bcrypt
+
+    return bcrypt.hashpw(os.urandom(16), bcrypt.gensalt(max(costs)))
+
+
 class Checker:
     """Checks passwords against `users`, remembering successes (see the module's docstring); thread-safe."""
 
@@ -105,8 +118,7 @@ class Checker:
         self._key = os.urandom(32)
         self._known: dict[bytes, float] = {}
         self._lock = threading.Lock()
-        # A hash to check unknown names against, so that a wrong name takes as long as a wrong password.
-        self._decoy = b"$2b$12$" + b"C" * 53
+        self._decoy = decoy(users.values())
 
     def check(self, name: str, password: str) -> User | None:
         """Return the user `name` if `password` is theirs, else None."""
@@ -114,6 +126,8 @@ class Checker:
 
         user = self.users.get(name)
         hashed = user.hash if user is not None and user.hash is not None else self._decoy
+        if hashed is None:
+            return None
         raw = password.encode()
         token = hmac.new(self._key, b"\0".join((name.encode(), raw, hashed)), hashlib.sha256).digest()
         now = self._clock()

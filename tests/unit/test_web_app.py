@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import json
+
 import pytest
 
 from conftest import snapshot
@@ -45,6 +47,30 @@ def test_an_operator_s_pages_have_the_action_forms(dash, dead, run_cli):
         assert f'action="{action}"'.encode() in page.data, path
         assert token_in(page.data)
         assert b'<form method="post"' not in dash.get(path, "victor").data  # a viewer is shown none
+
+
+def test_a_queue_paused_or_limited_before_its_first_job_is_shown_and_can_be_resumed(dash, dead, run_cli):
+    assert run_cli("limit", "fetch", "--rate", "30/1m").exit_code == 0
+    token = token_in(dash.get("/queues").data)
+    r = dash.post("/queues/later/pause", data={"csrf": token})
+    assert r.status_code == 303
+    page = dash.get("/queues").data
+    for queue in (b"default", b"fetch", b"later"):
+        assert b'data-queue="' + queue + b'"' in page, queue
+    assert b'action="/queues/later/resume"' in page and b"30/1m" in page
+    assert b'data-queue="later"' in dash.get("/?part=live").data
+    assert dash.post("/queues/later/resume", data={"csrf": token}).status_code == 303
+    assert b'data-queue="later"' not in dash.get("/queues").data  # resumed, no jobs: gone again
+
+
+def test_schedules_show_their_queue_and_next_run_in_their_zone(dash, run_cli):
+    assert run_cli("schedule", "add", "nightly", "--cron", "30 2 * * *", "--tz", "Asia/Kolkata",
+                   '{"command": "date", "queue": "reports"}').exit_code == 0
+    listed = run_cli("schedule", "list", "--json")
+    [schedule] = json.loads(listed.output)
+    for page in (dash.get("/schedules").data.decode(), dash.get("/?part=live").data.decode()):
+        assert "<td>reports</td>" in page or ">reports</a></td>" in page
+        assert f">{schedule['next_local']}</time>" in page and "T02:30:00+05:30" in schedule["next_local"]
 
 
 def test_the_role_gate_refuses_a_viewer_s_post_and_changes_nothing(dash, dead, db):
@@ -120,6 +146,11 @@ def test_without_credentials_the_answer_is_a_basic_challenge(dash):
         assert r.status_code == 401, headers
         assert r.headers["WWW-Authenticate"] == 'Basic realm="queuectl", charset="UTF-8"'
         assert b"sign in to see the queue" in r.data
+        assert dash.connections.describe().encode() not in r.data and b"None" not in r.data  # no database, no user
+    for answer in (dash.client.get("/jobs", headers={"Accept": "application/json"}),
+                   dash.client.get("/jobs/x/output.json?attempt=1&out=0&err=0")):
+        assert (answer.status_code, answer.get_json()) == (401, {"error": "sign in to see the queue"})
+        assert answer.headers["WWW-Authenticate"].startswith("Basic ")
     assert dash.get("/jobs", "victor").status_code == 200
 
 
@@ -193,6 +224,9 @@ def test_domain_errors_map_to_statuses(dash, dead):
     assert r.status_code == 404 and b"no schedule none" in r.data
     r = dash.post(f"/jobs/{dead}/cancel", data={"csrf": token})
     assert r.status_code == 409, r.data
+    for action in ("cancel", "retry"):  # no such job: 404, whichever the action
+        r = dash.post(f"/jobs/nope/{action}", data={"csrf": token}, headers={"Accept": "application/json"})
+        assert (r.status_code, r.json) == (404, {"error": "no job with id 'nope'"}), action
     assert app_module.status_for(PermissionDenied("x")) == 403  # before InvalidInput, its base class
 
 

@@ -62,7 +62,10 @@ def checks(monkeypatch):
 
     def counted(password, hashed):
         made.append(password)
-        return real(password, hashed)
+        try:
+            return real(password, hashed)
+        except ValueError as e:  # a hash bcrypt refuses: no real check (the checker would catch a ValueError)
+            raise AssertionError(f"bcrypt refused the hash {hashed!r}: {e}") from None
     monkeypatch.setattr(bcrypt, "checkpw", counted)
     return made
 
@@ -87,6 +90,15 @@ def test_the_checker_refuses_the_rest(checks):
     assert checker.check("proxy", "") is None and checker.check("proxy", "-") is None  # signs in by header alone
     assert checker.check("alice", "") is None and checker.check("alice", "s" * 73) is None
     assert checker.check("alice", "secret") is not None  # and the right password still works
+
+
+def test_an_unknown_name_costs_a_real_check_at_the_users_cost():
+    """A wrong name takes as long as a wrong password: the decoy is a hash bcrypt accepts (bcrypt 4 and later
+    refuse a malformed one at once), at the highest cost of the users' hashes."""
+    costly = bcrypt.hashpw(b"x", bcrypt.gensalt(5))
+    decoy = users.decoy([User("alice", "operator", HASH), User("bob", "viewer", costly), User("proxy", "viewer", None)])
+    assert decoy.startswith(b"$2b$05$") and bcrypt.checkpw(b"secret", decoy) is False
+    assert users.decoy([User("proxy", "viewer", None)]) is None  # no password to check: no name to tell apart
 
 
 def test_hash_password():

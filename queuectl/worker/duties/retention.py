@@ -1,5 +1,6 @@
 """Retention: the worker's duty of deleting expired finished jobs (keep-completed, keep-cancelled, keep-dead)
-and the activity history's expired minutes (keep-history, folded into each queue's totals as they go).
+and the activity history's expired minutes (keep-history, folded into each queue's totals as they go), and its
+minutes older than a day rolled up into hours (queuectl.store.base.MINUTES_KEPT).
 
 One worker at a time does it, the holder of the "retention" lease. A pass is one short
 transaction of at most PURGE_BATCH jobs, and one of about HISTORY_BATCH minutes (the store gives freed space back by itself); a
@@ -14,7 +15,7 @@ import logging
 from queuectl import settings as settings_mod
 from queuectl.clock import Instant
 from queuectl.store import PURGE_BATCH, WorkerStore
-from queuectl.store.base import HISTORY_BATCH
+from queuectl.store.base import HISTORY_BATCH, MINUTES_KEPT
 
 log = logging.getLogger("queuectl.worker")
 
@@ -54,12 +55,12 @@ class Retention:
         """Do one pass at `now` (it must carry this process's monotonic reading); return how many jobs it deleted."""
         older = settings_mod.kept_ages(config)
         history = config["keep-history"]
-        ages = [*older.values(), *([] if history is None else [history])]
-        self._at = now.mono + min(RETENTION_EVERY, max(1.0, min(ages, default=0) / 2))
-        if not ages or not store.take_lease("retention", worker_id, now, 3 * RETENTION_EVERY):
+        ages = [*older.values(), *([] if history is None else [history]), MINUTES_KEPT]
+        self._at = now.mono + min(RETENTION_EVERY, max(1.0, min(ages) / 2))
+        if not store.take_lease("retention", worker_id, now, 3 * RETENTION_EVERY):
             return 0
         deleted = store.purge(older, now) if older else 0
-        minutes = 0 if history is None else store.purge_history(now.wall - history)
+        minutes = store.purge_history(None if history is None else now.wall - history, now.wall - MINUTES_KEPT)
         if deleted >= PURGE_BATCH or minutes >= HISTORY_BATCH:
             self._at = now.mono  # a backlog: go on at the next turn
         self._deleted += deleted

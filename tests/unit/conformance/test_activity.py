@@ -21,6 +21,11 @@ def counts(row) -> tuple:
     return (row.started, row.completed, row.failed, row.dead, row.cancelled, row.recovered)
 
 
+def rounded(rows) -> list:
+    """`rows` (ActivityRows) with their sums of seconds rounded to a microsecond: sums added in another order."""
+    return [r._replace(wait_sum=round(r.wait_sum, 6), run_sum=round(r.run_sum, 6)) for r in rows]
+
+
 def one_minute(store) -> HistoryRow:
     [row] = history(store, since=120, now=T0 + 59)
     assert row.at == T0
@@ -231,10 +236,36 @@ def test_the_retention_duty_deletes_history_past_keep_history(store):
     forever = {**store.settings(), "keep-history": None, "keep-completed": None, "keep-cancelled": None,
                "keep-dead": None}
     duty.purge(store, w, forever, store.now())
-    assert len(history(store, since=60, now=T0 + 59)) == 1  # kept forever
-    duty.purge(store, w, {**forever, "keep-history": 86400.0}, store.now())  # T0 lies decades back
+    hour = T0 // 3600 * 3600  # kept forever, as its hour: T0 lies decades back, past a day of minutes
     assert history(store, since=60, now=T0 + 59) == []
+    assert [(r.at, r.completed) for r in history(store, since=3600, step=3600, now=hour + 3599)] == [(hour, 1)]
+    duty.purge(store, w, {**forever, "keep-history": 86400.0}, store.now())
+    assert history(store, since=3600, step=3600, now=hour + 3599) == []
     assert store.activity_totals()["default"].completed == 1
+
+
+def test_minutes_older_than_a_day_are_rolled_up_into_hours_exactly(store):
+    """Retention keeps a day of minutes (MINUTES_KEPT) and sums older ones into their hour's row, in batches:
+    every read over whole hours, and the totals, are what they were; the rows are one an hour and queue."""
+    hour0 = T0 // 3600 * 3600
+    runs = [(f"j{i}", "other" if i % 3 else "default", T0 + 700 * i + 7, 0.2 * i) for i in range(16)]  # 4 hours
+    ran(store, runs)
+    end = hour0 + 4 * 3600
+    hours, totals = store.activity(hour0, end, step=3600), store.activity_totals()
+    minutes = store.activity(hour0, end)
+    assert len(minutes) > len(hours)
+    cut = T0 + 700 * 9  # within the third hour: its minutes and the later ones stay minutes
+    deleted = [store.purge_history(None, cut, limit=3) for _ in range(5)]
+    assert deleted[-1] == 0 and len([n for n in deleted if n]) > 1  # in batches of about 3 rows
+    assert rounded(store.activity(hour0, end, step=3600)) == rounded(hours)
+    assert rounded(store.activity_totals().values()) == rounded(totals.values())
+    kept = store.activity(hour0, end)
+    rolled = [m for m in kept if m.minute < cut // 3600 * 3600]
+    assert {m.minute % 3600 for m in rolled} == {0}  # one row an hour and queue
+    assert len(rolled) == len({(m.minute // 3600, m.queue) for m in minutes if m.minute < cut // 3600 * 3600})
+    assert [m for m in kept if m.minute >= cut // 3600 * 3600] == [m for m in minutes if m.minute >= cut // 3600 * 3600]
+    assert sum(deleted) == len([m for m in minutes if m.minute < cut // 3600 * 3600 and m.minute % 3600])
+    assert store.purge_history(None, cut) == 0  # done: nothing left to roll up
 
 
 def test_bad_history_input_is_refused(store):

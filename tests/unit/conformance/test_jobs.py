@@ -41,6 +41,21 @@ def test_list_jobs_filters_newest_first(store):
     assert store.list_jobs(state=JobState.DEAD) == []
 
 
+def test_the_dead_letter_queue_lists_the_most_recently_dead_first(store):
+    """Dead jobs by when they died (finished_at), not when they were enqueued: a job enqueued first that died last
+    heads the list (what `dlq list`, `top` and the dashboard show as the newest)."""
+    for i in range(3):
+        add(store, id=f"d{i}", queue="a" if i else "b", max_retries=0)
+    w = register(store, slots=3)
+    claim(store, w, [], 3, NOW)
+    for i, job_id in enumerate(("d1", "d2", "d0")):  # d0, enqueued first, dies last
+        assert finish(store, w, [bad(job_id)], NOW + i) == [JobState.DEAD]
+    assert [j.id for j in store.list_jobs(state=JobState.DEAD)] == ["d0", "d2", "d1"]
+    assert [j.id for j in store.list_jobs(state=JobState.DEAD, limit=1)] == ["d0"]
+    assert [j.id for j in store.list_jobs(state=JobState.DEAD, queue="a")] == ["d2", "d1"]
+    assert [j.id for j in store.list_jobs()] == ["d2", "d1", "d0"]  # every state: newest enqueued first
+
+
 def test_counts_kept_by_triggers_match_the_rows(store):
     for i in range(20):
         add(store, id=f"j{i}", queue="q" if i % 2 else "r", max_retries=i % 3)
