@@ -100,7 +100,7 @@ def format_duration(seconds: float | None) -> str:
     for unit in ("d", "h", "m"):
         size = _UNITS[unit]
         if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
+            return f"{seconds / size:.15g}{unit}"  # 9999999d, not 1e+07d
     return f"{seconds!r}s" if not float(seconds).is_integer() else f"{seconds:.0f}s"
 
 

@@ -38,7 +38,8 @@ def quantile(q: float, buckets, bounds=None) -> float | None:
     queuectl.store.activity.BOUNDS, not cumulative), or None without samples.
 
     As Prometheus's histogram_quantile: linear within the bucket the rank falls in (the first bucket's lower
-    bound is 0); a rank in the +Inf bucket gives the highest finite bound.
+    bound is 0); a rank in the +Inf bucket gives the highest finite bound. Rounded to the microsecond: an
+    estimate within a bucket, not a measurement (no 1.8999999999999995).
     """
     from queuectl.store.activity import BOUNDS
 
@@ -51,7 +52,7 @@ def quantile(q: float, buckets, bounds=None) -> float | None:
         if n and below + n >= rank:
             if math.isinf(upper):
                 return lower
-            return lower + (upper - lower) * (rank - below) / n
+            return round(lower + (upper - lower) * (rank - below) / n, 6)
         below += n
         if not math.isinf(upper):
             lower = upper

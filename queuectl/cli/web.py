@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from queuectl.cli.common import HelpGroup, pass_app
+from queuectl.errors import InvalidInput
 
 
 @click.command()
@@ -123,7 +124,9 @@ def set_user(name, role, password_stdin, path):
     if password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
     else:
-        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+        password = click.prompt("Password", hide_input=True, err=True)
+        if click.prompt("Repeat for confirmation", hide_input=True, err=True) != password:
+            raise InvalidInput("the two passwords differ: nothing changed")
     changed = userfile.put(path, users.User(name, role, users.hash_password(password).encode()))
     click.echo(f"{'changed' if changed else 'added'} user {name} ({role}) in {path}", err=True)
 

@@ -48,8 +48,8 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
 
     Its database: `queuectl --db PATH worker start` (--db before the command), else
     QUEUECTL_WORKER_DB, else QUEUECTL_DB, else worker-db in /etc/queuectl/queuectl.conf, else db
-    there. On PostgreSQL a worker needs a connection of
-    its own (it LISTENs): one through a pooler in transaction mode is refused (exit 78).
+    there, else ~/.local/share/queuectl/queuectl.db ($XDG_DATA_HOME). On PostgreSQL a worker needs a
+    connection of its own (it LISTENs): one through a pooler in transaction mode is refused (exit 78).
 
     \b
     Examples:

@@ -21,8 +21,9 @@ from typing import Callable
 from queuectl.errors import PermissionDenied
 
 #: Seconds a history read is kept, by span (seconds): the hour's minutes change each minute, a day's or
-#: week's hours each hour.
-HISTORY_TTL = {3600.0: 15.0, 86400.0: 120.0, 7 * 86400.0: 600.0}
+#: week's hours each hour, though their newest hour is the one the hour's chart shows, so not for long
+#: (a week is about 1,600 rows a queue since the rollup: docs/web.md, "The load on the database").
+HISTORY_TTL = {3600.0: 15.0, 86400.0: 60.0, 7 * 86400.0: 120.0}
 
 #: The store's methods a reader may call (queuectl.store.interface.CommandStore's reads).
 READS = frozenset({

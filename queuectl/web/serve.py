@@ -90,7 +90,7 @@ def check_bind(cfg: WebConfig) -> None:
 
 
 def serve(cfg: WebConfig, app, say, at_exit=None) -> None:
-    """Serve `app` until SIGTERM or SIGINT (each a graceful stop); `say(line)` prints a line for the operator,
+    """Serve `app` until SIGTERM, SIGINT or SIGHUP (each a graceful stop); `say(line)` prints a line for the operator,
     and `at_exit()` (if given) runs in the serving process as it stops.
 
     Raises InvalidConfig for an address beyond loopback without users (exit 78) and QueuectlError for
@@ -113,7 +113,11 @@ def serve(cfg: WebConfig, app, say, at_exit=None) -> None:
                                "timeout": TIMEOUT, "graceful_timeout": GRACEFUL, "accesslog": "-",
                                "errorlog": "-", "proc_name": "queuectl-web", "forwarded_allow_ips": "127.0.0.1,::1",
                                "limit_request_line": 8190, "limit_request_fields": 100,
-                               "worker_exit": lambda arbiter, worker: at_exit and at_exit()}.items():
+                               "worker_exit": lambda arbiter, worker: at_exit and at_exit(),
+                               # A hangup (the terminal or SSH session closed) stops it, as it does any
+                               # foreground command; gunicorn's own meaning, reload, has nothing to reload here.
+                               "when_ready": lambda arbiter: setattr(arbiter, "handle_hup", arbiter.handle_term),
+                               }.items():
                 self.cfg.set(key, value)
 
         def load(self):

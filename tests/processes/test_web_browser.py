@@ -399,6 +399,79 @@ def test_the_live_region_stops_refreshing_while_the_tab_is_hidden(db, web, brows
     browser.wait(lambda d: refreshes("first") >= hidden_at + 3, SHOWN, "the first tab to refresh again")
 
 
+def luminance(css: str) -> float:
+    """The relative luminance (WCAG 2: 0 black to 1 white) of a computed colour, "rgb(r, g, b)" or "rgba(...)"."""
+    channels = [int(c) / 255 for c in re.findall(r"\d+(?:\.\d+)?", css)[:3]]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG 2's contrast ratio of two computed colours (1 to 21)."""
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def colours(driver) -> dict:
+    """The computed colours of the overview: the page's background and text, and in each span's wait and run time
+    charts the y axis's text and each percentile's mark (a line's stroke, or a lone step's dot's fill)."""
+    return driver.execute_script("""
+        const style = e => getComputedStyle(e);
+        const out = {bg: style(document.body).backgroundColor, fg: style(document.body).color, charts: {}};
+        for (const svg of document.querySelectorAll('figure.chart svg.lines')) {
+          const key = svg.closest('figure').id + ' ' + svg.getAttribute('class');
+          const marks = {};
+          for (const p of ['p50', 'p95']) {
+            const e = svg.querySelector('g.' + p + ' > polyline, g.' + p + ' > circle');
+            marks[p] = e && (e.tagName === 'circle' ? style(e).fill : style(e).stroke);
+          }
+          out.charts[key] = {text: style(svg.querySelector('text.mark')).fill, ...marks};
+        }
+        return out;""")
+
+
+def test_the_overview_charts_wait_and_run_times_in_the_light_and_the_dark_theme(db, web, browser):
+    """The wait and run time charts of every span show the jobs that ran, as lines or dots with a text alternative;
+    the page and its charts are light by default and dark when the browser prefers dark (emulated through the
+    DevTools protocol), every chart's marks and labels readable on its background (WCAG contrast 3 or more)."""
+    from selenium.webdriver.common.by import By
+
+    make_dead(db)
+    for _ in range(2):
+        enqueue(db, command="true")
+    queuectl(db, "worker", "start", "--burst")
+    wait_for(lambda: any(r["run_p50"] is not None and r["wait_p50"] is not None
+                         for r in json.loads(queuectl(db, "history", "--json", "--since", "2h").stdout)),
+             message="the history to hold the runs")
+    server = web()
+    browser.visit(server.url + "/", "overview-light")
+    for span in ("hour", "day", "week"):
+        for kind, heading in (("wait", "Wait time (due to start)"), ("run", "Run time (start to end)")):
+            svg = browser.driver.find_element(By.CSS_SELECTOR, f"#chart-{span} svg.lines.{kind}")
+            label = svg.get_attribute("aria-label")
+            assert label.startswith(heading) and label.endswith("with a sample"), (span, kind, label)
+            marks = svg.find_elements(By.CSS_SELECTOR, "g.p50 > polyline, g.p50 > circle, g.p95 > polyline,"
+                                                       " g.p95 > circle")
+            assert marks and all(m.is_displayed() for m in marks), (span, kind)
+            assert svg.find_elements(By.CSS_SELECTOR, "rect.tip > title"), (span, kind)
+            assert svg.size["width"] > 300 and svg.size["height"] > 40, (span, kind, svg.size)
+    assert browser.driver.execute_script("return matchMedia('(prefers-color-scheme: dark)').matches") is False
+    light = colours(browser.driver)
+    assert luminance(light["bg"]) > 0.8 and luminance(light["fg"]) < 0.1, light
+    browser.driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                                   {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    browser.visit(server.url + "/", "overview-dark")
+    assert browser.driver.execute_script("return matchMedia('(prefers-color-scheme: dark)').matches") is True
+    dark = colours(browser.driver)
+    assert luminance(dark["bg"]) < 0.05 and luminance(dark["fg"]) > 0.6, dark
+    assert set(light["charts"]) == set(dark["charts"]) and len(dark["charts"]) == 6
+    for theme in (light, dark):
+        for key, chart in theme["charts"].items():
+            assert all(contrast(chart[c], theme["bg"]) >= 3 for c in ("text", "p50", "p95")), (key, theme)
+    changed = [key for key in dark["charts"] if dark["charts"][key]["p50"] != light["charts"][key]["p50"]]
+    assert changed == list(dark["charts"]), (light, dark)  # the charts' colours follow the theme too
+
+
 def test_a_job_s_page_shows_its_attempts(db, web, users, browser):
     from selenium.webdriver.common.by import By
 

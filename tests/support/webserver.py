@@ -88,16 +88,21 @@ class WebServer:
         except OSError:
             return False
 
-    def stop(self) -> None:
-        """SIGTERM the server; raise AssertionError unless it exits 0 within STOP_TIMEOUT seconds."""
+    def stop(self, sig: int = signal.SIGTERM, group: bool = False) -> None:
+        """Send `sig` to the server (`group`: to its whole session, as a terminal's hangup does); raise
+        AssertionError unless it exits 0 within STOP_TIMEOUT seconds."""
         if self.proc is None or self.proc.poll() is not None:
             return self._check_exit()
-        self.proc.send_signal(signal.SIGTERM)
+        if group:
+            os.killpg(self.proc.pid, sig)
+        else:
+            self.proc.send_signal(sig)
         try:
             self.proc.wait(STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"queuectl web did not exit within {STOP_TIMEOUT:g} s of SIGTERM:\n{self.log()}")
+            raise AssertionError(f"queuectl web did not exit within {STOP_TIMEOUT:g} s of {signal.Signals(sig).name}:"
+                                 f"\n{self.log()}")
         self._check_exit()
 
     def _check_exit(self) -> None:

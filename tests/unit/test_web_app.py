@@ -4,9 +4,8 @@ HTTP statuses."""
 
 from __future__ import annotations
 
-import time
-
 import json
+import time
 
 import pytest
 
@@ -255,6 +254,22 @@ def test_commands_and_output_are_escaped(dash, store):
     assert b"&lt;script&gt;alert(1)&lt;/script&gt;" in page.data
     listed = dash.get("/jobs")
     assert b"<script>alert" not in listed.data and b"&lt;script&gt;" in listed.data
+
+
+def test_a_job_page_holds_its_output_as_text_and_the_positions_to_follow_on_from(dash, store):
+    """Readable without script: the output as kept is in the page, escaped, and the script follows on from the
+    byte positions the page was read to."""
+    now = time.time()
+    steps.add(store, now, id="o1", command="true", max_retries=0)
+    worker = steps.register(store, now=now)
+    steps.claim(store, worker, [], 1, now)
+    out = "<script>alert(1)</script> é\n".encode()
+    assert steps.finish(store, worker, [steps.Outcome("o1", True, 0, None, out, b"warn")], now) == [JobState.COMPLETED]
+    page = dash.get("/jobs/o1").data.decode()
+    assert '<pre id="stdout" class="output">&lt;script&gt;alert(1)&lt;/script&gt; é\n</pre>' in page
+    assert '<pre id="stderr" class="output">warn</pre>' in page
+    assert f'data-attempt="1" data-out="{len(out)}" data-err="4"' in page
+    assert "the job has ended (completed)" in page
 
 
 def test_no_page_shows_the_database_password(pg_uri, tmp_path):

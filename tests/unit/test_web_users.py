@@ -173,7 +173,12 @@ def test_web_user_refuses_bad_input_and_changes_nothing(cli, tmp_path):
                  "a password is 1 to 72 bytes")
     r = cli("web-user", "set", "carol", "--role", "admin", "--password-stdin", "--file", str(path), input="pw\n")
     assert r.exit_code == 2 and "admin" in r.stderr
+    r = cli("web-user", "set", "carol", "--file", str(path), input="one\ntwo\n")  # asked twice, on stderr
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr.splitlines()[-1] == "queuectl: error: the two passwords differ: nothing changed"
     assert path.read_text() == before
+    r = cli("web-user", "set", "carol", "--file", str(path), input="same\nsame\n")
+    assert r.exit_code == 0 and bcrypt.checkpw(b"same", users.load(str(path))["carol"].hash)
     path.write_text(before + "broken line\n")
     line = assert_error(cli("web-user", "list", "--file", str(path)), 78, f"{path}: line 2: not NAME:ROLE:HASH")
     assert before.split(":")[2].strip() not in line

@@ -33,7 +33,8 @@ function live(region) {
 
 function follow(box) {
   const out = box.querySelector("#stdout"), err = box.querySelector("#stderr"), said = box.querySelector("#follow-state");
-  let attempt = box.dataset.attempt || "", positions = [0, 0];
+  // The page holds the output as read when it was made; follow on from there.
+  let attempt = box.dataset.attempt || "", positions = [Number(box.dataset.out) || 0, Number(box.dataset.err) || 0];
   const step = async () => {
     const url = new URL(box.dataset.follow, location.href);
     url.searchParams.set("attempt", attempt);
