@@ -45,15 +45,20 @@ def overview():
 
     conns = connections()
     snap = conns.snapshot()
-    charts = []
-    for name, span, step in SPANS:
-        rows, spans = conns.window(span, step)
-        charts.append(throughput(name, rows, list(spans.values()), snap.now.wall, span, step))
+    windows = [(name, span, step, *conns.window(span, step)) for name, span, step in SPANS]
+    # What the charts are drawn from (the spans' rows, and the minute: the steps end at now): a tab whose charts
+    # are these already gets a placeholder in its live part, not the same SVG again every interval.
+    stamp = format(hash((int(snap.now.wall // 60), *((tuple(rows), tuple(spans.items()))
+                                                       for _, _, _, rows, spans in windows))) & 0xFFFFFFFF, "08x")
+    live = request.args.get("part") == "live"
+    charts = None if live and request.args.get("charts") == stamp else [
+        throughput(name, rows, list(spans.values()), snap.now.wall, span, step)
+        for name, span, step, rows, spans in windows]
     # Read with the snapshot, as often: what every tab's refresh shows (queuectl.web.reads).
     dead = conns.kept(("dead",), lambda store: list_jobs(store, "dead", limit=DEAD_SHOWN)[0])
     running = conns.kept(("running",), lambda store: list_jobs(store, "processing", limit=RUNNING_SHOWN)[0])
-    template = "overview_live.html" if request.args.get("part") == "live" else "overview.html"
-    return render_template(template, snap=snap, charts=charts, dead=dead, running=running)
+    template = "overview_live.html" if live else "overview.html"
+    return render_template(template, snap=snap, charts=charts, stamp=stamp, dead=dead, running=running)
 
 
 #: The filters of /jobs, each a query parameter of the same name (queuectl.api.search's fields).

@@ -378,13 +378,40 @@ def test_the_csp_forbids_inline_script_and_no_page_has_any(db, web, users, brows
 
 
 @SQLITE_ONLY  # the browser's doing: the engine does not matter
+def test_a_refresh_keeps_the_charts_the_tab_has_and_gets_them_again_when_they_change(db, web, browser):
+    """The live part's refreshes name the charts' stamp: unchanged, the answer is small and the page keeps its
+    own charts (the same elements); changed (another minute, new history), the new charts replace them."""
+    server = web()
+    driver = browser.driver
+    browser.visit(server.url + "/", "charts-kept")
+    driver.execute_script("window.shownCharts = document.querySelector('#live [data-charts]')")
+    svgs = driver.execute_script("return window.shownCharts.querySelectorAll('svg').length")
+    assert svgs >= 9
+
+    def sizes() -> list[int]:
+        return [int(n) for n in re.findall(r'"GET /\?part=live&charts=[0-9a-f]{8} HTTP/1.1" 200 (\d+)', server.log())]
+
+    browser.wait(lambda d: len(sizes()) >= 3, SHOWN, "three refreshes")
+    # At most one refresh crosses a minute (its charts sent again); the others are the small answer, and the page
+    # still shows charts, the ones it had or their successors.
+    assert sorted(sizes())[1] < 20_000, sizes()
+    assert driver.execute_script("return document.querySelectorAll('#live [data-charts] svg').length") == svgs
+    assert driver.execute_script("return document.querySelectorAll('#live [data-kept]').length") == 0
+    same = driver.execute_script("return document.querySelector('#live [data-charts]') === window.shownCharts")
+    changed = driver.execute_script("return document.querySelector('#live [data-charts]').dataset.charts"
+                                    " !== window.shownCharts.dataset.charts")
+    assert same or changed  # the charts it had, kept; or new ones: never the same ones sent again
+
+
+@SQLITE_ONLY  # the browser's doing: the engine does not matter
 def test_the_live_region_stops_refreshing_while_the_tab_is_hidden(db, web, browser):
     server = web()
     driver = browser.driver
 
     def refreshes(tab: str) -> int:
         """The live region's reads from the page opened as ?tab=`tab` (gunicorn's access log has the referer)."""
-        return len(re.findall(rf'"GET /\?part=live HTTP/1.1" 200 \d+ "[^"]*/\?tab={tab}"', server.log()))
+        return len(re.findall(rf'"GET /\?part=live(&charts=[0-9a-f]+)? HTTP/1.1" 200 \d+ "[^"]*/\?tab={tab}"',
+                              server.log()))
 
     browser.visit(server.url + "/?tab=first", "live-first")
     browser.wait(lambda d: refreshes("first") >= 2, SHOWN, "the shown tab to refresh")

@@ -82,3 +82,23 @@ def test_the_overviews_refreshes_read_the_queue_once_an_interval_whatever_the_ta
                             r" spans, 3 page reads", said), said
     finally:
         dash.close()
+
+
+def test_a_tab_that_shows_the_charts_already_gets_a_placeholder_not_the_charts_again(db, tmp_path):
+    """The live part carries the charts' stamp (what they are drawn from); a refresh that names the stamp its tab
+    shows gets a placeholder that the page's script swaps for the charts it has, until the data or the minute
+    changes. The whole page always has the charts."""
+    dash = Dashboard(db, tmp_path, users=None, interval=60.0)
+    try:
+        first = dash.get("/?part=live", user=None).data.decode()
+        [stamp] = re.findall(r'<div class="charts" data-charts="([0-9a-f]{8})">', first)
+        assert first.count("<svg") >= 9  # three spans: throughput, wait and run each
+        kept = dash.get(f"/?part=live&charts={stamp}", user=None).data.decode()
+        assert f'<div class="charts" data-charts="{stamp}" data-kept></div>' in kept and "<svg" not in kept
+        assert len(kept) < len(first) / 2
+        other = dash.get("/?part=live&charts=00000000", user=None).data.decode()
+        assert other.count("<svg") == first.count("<svg")  # another tab's stamp: the charts
+        whole = dash.get(f"/?charts={stamp}", user=None).data.decode()
+        assert whole.count("<svg") == first.count("<svg")  # the page itself: always
+    finally:
+        dash.close()

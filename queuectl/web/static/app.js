@@ -20,12 +20,19 @@ function every(seconds, step) {
 
 function live(region) {
   every(Number(region.dataset.interval) || 3, async () => {
-    const response = await fetch(region.dataset.live, { credentials: "same-origin", headers: { "Accept": "text/html" } });
+    // Say which charts this tab shows: unchanged, they come back as a placeholder that keeps them.
+    const url = new URL(region.dataset.live, location.href), shown = region.querySelector("[data-charts]");
+    if (shown) url.searchParams.set("charts", shown.dataset.charts);
+    const response = await fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } });
     if (!response.ok) {
       region.dataset.stale = String(response.status);
       return true;
     }
-    region.innerHTML = await response.text(); // server-rendered, every value escaped there
+    const next = document.createElement("template");
+    next.innerHTML = await response.text(); // server-rendered, every value escaped there
+    const kept = next.content.querySelector("[data-charts][data-kept]");
+    if (kept && shown) kept.replaceWith(shown);
+    region.replaceChildren(next.content);
     delete region.dataset.stale;
     return true;
   });
