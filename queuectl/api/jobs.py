@@ -157,6 +157,14 @@ def show(store, job_id: str, output: bool = False):
     return store.get_job(job_id, output=output)
 
 
+def attempts(store, job_id: str) -> list:
+    """Return job `job_id`'s attempts that ended without completing (queuectl.store.jobfilter.Attempt), oldest first,
+    the newest 100 at most (a first `n` above 1 says how many earlier ones are left off). Its current attempt while
+    it runs, and its last one once it completed, are the job's own record (`show`; docs/semantics.md, "Attempts").
+    Raises NotFound."""
+    return store.job_attempts(job_id)
+
+
 def matching_total(store, state: str | None, queue: str | None) -> int:
     """Return how many jobs are in `state` and `queue` (None: any), from the kept counts (no scan)."""
     return sum(n for q, per in store.counts().items() if queue in (None, q)

@@ -52,18 +52,36 @@ def list_(app, state, queue, limit, as_json):
 @json_option
 @pass_app
 def show(app, job_id, as_json):
-    """Show one job's record.
+    """Show one job's record, and its attempts that ended without completing (the newest 100), oldest first.
 
     \b
     Example:
       queuectl show job1
     """
-    d = api.show(app.store(), job_id).to_dict()
+    store = app.store()
+    ended = api.attempts(store, job_id)  # read first: the job's record is never older than its attempts
+    d = {**api.show(store, job_id).to_dict(), "errors": [a.to_dict() for a in ended]}
     if as_json:
         print_json(d)
         return
     for key, value in d.items():
-        click.echo(f"{key + ':':13} {_shown(key, value)}")
+        if key != "errors":
+            click.echo(f"{key + ':':13} {_shown(key, value)}")
+    click.echo(f"{'errors:':13} {len(ended) if ended else '-'}")
+    if ended and ended[0].n > 1:
+        click.echo(f"  ({ended[0].n - 1} earlier not shown)")
+    for a in ended:
+        click.echo(f"  {attempt_line(a)}")
+
+
+def attempt_line(a) -> str:
+    """One ended attempt (queuectl.store.jobfilter.Attempt) as a line: "attempt 2: failed (exit 3) at TIME after
+    1.2 s: ERROR", its error escaped for the terminal (queuectl.models.printable)."""
+    code = f" (exit {a.exit_code})" if a.exit_code is not None else f" ({a.end_code})" if a.end_code else ""
+    line = f"attempt {a.attempt}: {a.outcome.value}{code} at {iso(a.finished_at) or 'an unknown time'}"
+    if a.duration is not None:
+        line += f" after {a.duration:.1f} s" if a.duration >= 0.1 else f" after {a.duration * 1000:.0f} ms"
+    return line + (f": {printable(a.error)}" if a.error else "")
 
 
 def _shown(key: str, value) -> str:

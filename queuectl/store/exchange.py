@@ -13,7 +13,8 @@ from queuectl.clock import Instant, instant
 from queuectl.models import Job, JobState
 from queuectl.store import fragments
 from queuectl.store.base import Exchanged, WorkerGone, after_failure
-from queuectl.store.core import DUE, OUTPUT_BEFORE, OWNED, RELEASED, RESCHEDULE, SqlCore, claimed_jobs, due_params, queue_filter
+from queuectl.store.core import (CANCELLED_ERROR, DUE, OUTPUT_BEFORE, OWNED, RELEASED, RESCHEDULE, SqlCore, claimed_jobs,
+                                 due_params, queue_filter)
 from queuectl.store.limits import limits_for_claim
 from queuectl.store.settings import read_settings
 from queuectl.store.timing import placeholders
@@ -174,7 +175,8 @@ class ExchangeStore(SqlCore):
 
     @staticmethod
     def _requeue(c, worker_id: int, job_ids: Sequence[str], now: Instant) -> None:
-        """Put running jobs (stopped by a forced stop) back to pending, their attempt given back.
+        """Put running jobs (stopped by a forced stop) back to pending, their attempt given back (cancelled, with
+        the error 'cancelled', if a cancel was requested).
 
         They keep the due time they were claimed by, so they are ready again at once (unless
         an absolute run_at lies ahead of a wall clock stepped back since).
@@ -184,7 +186,7 @@ class ExchangeStore(SqlCore):
                           [(job_id, worker_id) for job_id in job_ids])
             c.executemany(
                 "UPDATE jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
-                " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, end_code = NULL,"
+                f" attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, end_code = NULL, {CANCELLED_ERROR},"
                 " worker_id = NULL, pgid = NULL, pgid_start = NULL,"
                 " updated_at = ?, finished_at = CASE WHEN cancel_requested_at IS NULL"
                 f" THEN finished_at ELSE ? END {OWNED}",

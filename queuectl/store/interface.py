@@ -18,7 +18,7 @@ from queuectl.clock import Instant
 from queuectl.jobspec import NewJob
 from queuectl.models import Job, JobState, QueueLimit, Schedule, StoppedWorker, WorkerInfo
 from queuectl.store.activity import ActivityRow
-from queuectl.store.jobfilter import Dependencies, JobFilter
+from queuectl.store.jobfilter import Attempt, Dependencies, JobFilter
 from queuectl.store.base import CancelResult, Enqueued, Exchanged, FollowedOutput, JobProcess
 from queuectl.store.request import Exchange
 
@@ -92,6 +92,10 @@ class CommandStore(Shared, Protocol):
     def dependencies(self, job_id: str) -> Dependencies:
         """The jobs `job_id` waits for and those waiting for it (100 each at most, oldest first, with their states
         and whether there are more); raises NotFound."""
+
+    def job_attempts(self, job_id: str, limit: int | None = None) -> list[Attempt]:
+        """The newest `limit` (None: 100) attempts of `job_id` that ended without completing, oldest first; raises
+        NotFound."""
 
     def counts(self) -> dict[str, dict[str, int]]:
         """{queue: {state: jobs}}, zero counts left out."""

@@ -1,11 +1,12 @@
-"""The records of finding jobs (queuectl.store.search): JobFilter, and a job's dependencies both ways.
+"""The records of finding jobs (queuectl.store.search): JobFilter, a job's dependencies both ways, and its attempts
+that ended without completing.
 
 Records are NamedTuples, as in queuectl.models (defined without `from __future__ import annotations`).
 """
 
 from typing import NamedTuple
 
-from queuectl.models import JobState
+from queuectl.models import JobState, iso
 
 
 class JobFilter(NamedTuple):
@@ -49,3 +50,37 @@ class Dependencies(NamedTuple):
     more_waits_for: bool
     waited_by: tuple[Linked, ...]
     more_waited_by: bool
+
+
+class Attempt(NamedTuple):
+    """An attempt of a job that ended without completing (docs/semantics.md, "Attempts"); times are Unix seconds.
+
+    `n`: its place among the job's kept attempts, from 1 (a first `n` above 1 in a bounded list says how many
+    earlier ones were left off). `attempt`: the job's attempt number of the run (1 for the first; numbering starts
+    again after a retry by hand). `outcome`: what the job became: failed (a retry follows), dead or cancelled.
+    `end_code`: recovered when recovery ended it (its worker was lost), else None. `exit_code`: the command's exit
+    status, None if it had none (killed, timed out, could not start, its worker lost). `error`: the job's last
+    error as the run left it.
+    """
+
+    n: int
+    attempt: int
+    outcome: JobState
+    end_code: str | None
+    exit_code: int | None
+    error: str | None
+    started_at: float | None
+    finished_at: float | None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from its start to its end (None if either is unknown)."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return max(self.finished_at - self.started_at, 0.0)
+
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict (`show --json`'s `errors`, docs/cli.md); times as ISO-8601 UTC."""
+        return {"n": self.n, "attempt": self.attempt, "outcome": self.outcome.value, "end_code": self.end_code,
+                "exit_code": self.exit_code, "error": self.error, "started_at": iso(self.started_at),
+                "finished_at": iso(self.finished_at), "duration": self.duration}

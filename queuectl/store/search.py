@@ -1,5 +1,6 @@
 """Finding jobs: by a filter (queuectl.store.jobfilter.JobFilter), newest first in keyset pages, with a capped
-count; and a job's dependencies both ways (docs/semantics.md, "Finding jobs").
+count; a job's dependencies both ways (docs/semantics.md, "Finding jobs"); and its attempts that ended without
+completing (docs/semantics.md, "Attempts").
 
 Each filter field alone and state with queue read an index, so that a page costs about its length however many
 jobs are stored: state the jobs_state index (state, seq); queue with state jobs_queue_state (queue, state, seq);
@@ -12,7 +13,7 @@ order) with the range checked on each job. A key, a dependency or a sparse prefi
 terms are checked on each (_narrow). A text filter scans the jobs newest first until a page is full (or, for
 a count, until the cap), since no index holds substrings.
 
-SqlStore's find_jobs, count_jobs and dependencies call find, count and dependencies here, which they import
+SqlStore's find_jobs, count_jobs, dependencies and job_attempts call find, count, dependencies and attempts here, which they import
 when first called: `queuectl enqueue` never loads this module.
 """
 
@@ -21,10 +22,12 @@ from __future__ import annotations
 from queuectl.errors import NotFound
 from queuectl.models import Job, JobState
 from queuectl.store.core import JOB_COLUMNS
-from queuectl.store.jobfilter import Dependencies, JobFilter, Linked
+from queuectl.store.jobfilter import Attempt, Dependencies, JobFilter, Linked
 
 #: How many jobs each way `dependencies` lists at most.
 LINKED_MOST = 100
+#: How many of a job's ended attempts `attempts` lists at most (the newest).
+ATTEMPTS_MOST = 100
 #: An id prefix that more ids than this begin with is read in seq order rather than from the ids' index: sorting
 #: that many matches by seq would cost more than passing over the non-matching jobs between them.
 PREFIX_SORT_MOST = 1000
@@ -126,13 +129,30 @@ def dependencies(store, job_id: str) -> Dependencies:
     with their states. Raises NotFound."""
     ways = {}
     with store._errors():
-        row = store.c.execute("SELECT seq FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None:
-            raise NotFound(f"no job with id {job_id!r}")
+        seq = _seq(store, job_id)
         for mine, theirs in (("seq", "after_seq"), ("after_seq", "seq")):
             ways[mine] = [Linked(r[0], JobState(r[1])) for r in store.c.execute(
                 f"SELECT j.id, j.state FROM job_deps d JOIN jobs j ON j.seq = d.{theirs} WHERE d.{mine} = ?"
-                f" ORDER BY d.{theirs} LIMIT ?", (row[0], LINKED_MOST + 1))]
+                f" ORDER BY d.{theirs} LIMIT ?", (seq, LINKED_MOST + 1))]
     waits_for, waited_by = ways["seq"], ways["after_seq"]
     return Dependencies(tuple(waits_for[:LINKED_MOST]), len(waits_for) > LINKED_MOST,
                         tuple(waited_by[:LINKED_MOST]), len(waited_by) > LINKED_MOST)
+
+
+def attempts(store, job_id: str, limit: int | None = None) -> list[Attempt]:
+    """Return the newest `limit` (None: ATTEMPTS_MOST) attempts of job `job_id` that ended without completing,
+    oldest first (a seek of the job's rows in job_attempts). Raises NotFound."""
+    with store._errors():
+        rows = store.c.execute(f"SELECT {', '.join(Attempt._fields)} FROM job_attempts WHERE seq = ?"
+                               " ORDER BY n DESC LIMIT ?",
+                               (_seq(store, job_id), ATTEMPTS_MOST if limit is None else limit)).fetchall()
+    return [Attempt(r["n"], r["attempt"], JobState(r["outcome"]), *(r[c] for c in Attempt._fields[3:]))
+            for r in reversed(rows)]
+
+
+def _seq(store, job_id: str) -> int:
+    """Return job `job_id`'s seq; raise NotFound."""
+    row = store.c.execute("SELECT seq FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no job with id {job_id!r}")
+    return row[0]

@@ -106,3 +106,40 @@ CREATE INDEX queue_starts_mono ON queue_starts (queue, boot, mono);
 #: The index that finds jobs by idempotency key whether they have ended or not (queuectl.store.search; the
 #: jobs_key_held index holds only the jobs that hold their key): partial, so jobs without a key cost nothing.
 SEARCH_INDEXES = "CREATE INDEX jobs_key ON jobs (key) WHERE key IS NOT NULL;\n"
+
+
+#: A job's attempts that ended without completing (docs/semantics.md, "Attempts"), as both engines make the table
+#: (INT_T, REAL_T: each engine's types; WITHOUT_ROWID: SQLite's clause, which keeps a job's rows together). Kept by
+#: a trigger in the transaction of the change (ATTEMPT_ENDED, KEEP_ATTEMPT), so that every path records them by
+#: the same rule; deleted with their job. `n` orders a job's rows (1, 2, ...: attempt numbers start again at 1
+#: after a retry by hand).
+JOB_ATTEMPTS = """
+CREATE TABLE job_attempts (
+    seq         INT_T NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,
+    n           INT_T NOT NULL,                -- its place among the job's rows, from 1
+    attempt     INT_T NOT NULL,                -- the job's attempt number (jobs.attempts) of the run
+    outcome     TEXT NOT NULL,                 -- what the job became: failed (a retry follows), dead, cancelled
+    end_code    TEXT,                          -- jobs.end_code: recovered (its worker was lost), or NULL
+    exit_code   INT_T,
+    error       TEXT,                          -- jobs.last_error as the run left it
+    started_at  REAL_T,
+    finished_at REAL_T,
+    PRIMARY KEY (seq, n)
+)WITHOUT_ROWID;
+"""
+
+#: When a job's change (OLD to NEW, a row trigger's) ends an attempt without completing it: a run that started
+#: leaves processing failed (a retry follows), dead or cancelled, whether its worker recorded the end (the
+#: exchange), recovery did (worker lost) or a forced stop did (a cancel requested). False for a completion, for
+#: a job given back unstarted (started_at NULL) and for a requeue to pending (the attempt is given back).
+#: Equalities, not an IN list: SQLite builds an IN list's lookup table again at each evaluation in a trigger.
+ATTEMPT_ENDED = ("OLD.state = 'processing' AND (NEW.state = 'failed' OR NEW.state = 'dead' OR NEW.state = 'cancelled')"
+                 " AND NEW.started_at IS NOT NULL")
+
+#: The row of an attempt ATTEMPT_ENDED says ended: its number is the job's attempts (the old count for a forced
+#: stop's cancel, which gives the attempt back), its times, code and error the job's as the change left them.
+KEEP_ATTEMPT = ("INSERT INTO job_attempts (seq, n, attempt, outcome, end_code, exit_code, error, started_at, finished_at)"
+                " SELECT NEW.seq, coalesce(max(n), 0) + 1,"
+                " CASE WHEN OLD.attempts > NEW.attempts THEN OLD.attempts ELSE NEW.attempts END,"
+                " NEW.state, NEW.end_code, NEW.exit_code, NEW.last_error, NEW.started_at, NEW.finished_at"
+                " FROM job_attempts WHERE seq = NEW.seq")

@@ -32,7 +32,7 @@ from queuectl.store.workers import WorkerStore
 
 if TYPE_CHECKING:
     from queuectl.models import Job
-    from queuectl.store.jobfilter import Dependencies, JobFilter
+    from queuectl.store.jobfilter import Attempt, Dependencies, JobFilter
 
 
 class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStore, LimitStore, SettingsStore):
@@ -81,6 +81,13 @@ class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStor
         from queuectl.store import search
 
         return search.dependencies(self, job_id)
+
+    def job_attempts(self, job_id: str, limit: int | None = None) -> list[Attempt]:
+        """Return the newest `limit` (None: 100) attempts of job `job_id` that ended without completing, oldest
+        first; raises NotFound (queuectl.store.search.attempts)."""
+        from queuectl.store import search
+
+        return search.attempts(self, job_id, limit)
 
 
 __all__ = ["SqlStore", "SqlCore", "JOB_COLUMNS", "claimed_jobs"]

@@ -33,7 +33,7 @@ KEPT_THROUGH_ACTIONS = frozenset({"window", "describe"})
 #: The store's methods a reader may call (queuectl.store.interface.CommandStore's reads).
 READS = frozenset({
     "activity", "activity_totals", "can_write", "clock", "count_jobs", "count_purgeable", "counts", "defaults",
-    "dependencies", "describe", "find_jobs", "get_job", "held_keys", "jobs_by_id", "list_jobs", "now",
+    "dependencies", "describe", "find_jobs", "get_job", "held_keys", "job_attempts", "jobs_by_id", "list_jobs", "now",
     "oldest_ready", "paused_queues", "queue_limits", "read_output", "run_counts", "schedules", "settings",
     "stopped_workers", "worker_by_name", "workers",
 })

@@ -520,3 +520,15 @@ def test_the_workers_page_shows_each_worker_s_unit(db, web, browser, workers):
     if not systemd_booted():
         assert cells["w-unit"] == {"unit": "queuectl-worker@w-unit.service", "unit-state": "-", "restarts": "-"}
     browser.screenshot("workers-units")
+
+
+def test_a_job_s_page_shows_its_attempts(db, web, users, browser):
+    from selenium.webdriver.common.by import By
+
+    job_id = make_dead(db)
+    server = web(users=users)
+    browser.sign_in("victor", USERS["victor"][1])
+    browser.visit(f"{server.url}/jobs/{job_id}", "job-attempts")
+    rows = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in browser.driver.find_elements(By.CSS_SELECTOR, "#attempts tr[data-attempt]")]
+    assert [(r[0], r[1], r[5], r[6]) for r in rows] == [("1", "dead", "3", "exit code 3")]

@@ -355,10 +355,35 @@ def test_show(run_cli, populated):
         ("dead", 1, 3, "exit code 3", "build")
     assert job["finished_at"] is not None and "stdout" not in job
     text = ok(run_cli("show", "d1"))
-    fields = dict(re.match(r"(\w+):\s*(.*)$", line).groups() for line in text.splitlines())
+    fields = dict(re.match(r"(\w+):\s*(.*)$", line).groups() for line in text.splitlines() if line[0] != " ")
     assert fields["id"] == "d1" and fields["state"] == "dead" and fields["last_error"] == "exit code 3"
-    assert fields["timeout"] == "-" and fields["exit_code"] == "3"
+    assert fields["timeout"] == "-" and fields["exit_code"] == "3" and fields["errors"] == "1"
     assert set(fields) == set(job)
+
+
+def test_show_lists_the_attempts_that_ended_without_completing_oldest_first(run_cli, db):
+    ok(run_cli("enqueue", json.dumps({"id": "a", "command": "exit 3", "max_retries": 1})))
+    with open_store(db) as s:
+        wid = s.register_worker(WORKER_INFO, 1_000_000.0)[0]
+        claim(s, wid, [], 1, 1_000_000.0)
+        finish(s, wid, [Outcome("a", False, 3, "exit code 3", ended_at=1_000_001.5)], 1_000_002.0)
+        claim(s, wid, [], 1, 1_000_100.0)
+        finish(s, wid, [Outcome("a", False, None, "cannot start: \x1b[2J\nno such cwd", ended_at=1_000_100.05)],
+               1_000_101.0)
+    job = json_only(run_cli("show", "a", "--json"))
+    assert job["attempts"] == 2 and job["state"] == "dead"
+    assert job["errors"] == [
+        {"n": 1, "attempt": 1, "outcome": "failed", "end_code": None, "exit_code": 3, "error": "exit code 3",
+         "started_at": "1970-01-12T13:46:40.000+00:00", "finished_at": "1970-01-12T13:46:41.500+00:00",
+         "duration": 1.5},
+        {"n": 2, "attempt": 2, "outcome": "dead", "end_code": None, "exit_code": None,
+         "error": "cannot start: \x1b[2J\nno such cwd", "started_at": "1970-01-12T13:48:20.000+00:00",
+         "finished_at": "1970-01-12T13:48:20.050+00:00", "duration": pytest.approx(0.05)}]
+    lines = ok(run_cli("show", "a")).splitlines()
+    assert lines[-3:] == [
+        "errors:       2",
+        "  attempt 1: failed (exit 3) at 1970-01-12T13:46:41.500+00:00 after 1.5 s: exit code 3",
+        "  attempt 2: dead at 1970-01-12T13:48:20.050+00:00 after 50 ms: cannot start: \\x1b[2J\\nno such cwd"]
 
 
 def test_show_says_never_or_dash_for_unset_fields_and_escapes_control_characters(run_cli):
@@ -371,14 +396,15 @@ def test_show_says_never_or_dash_for_unset_fields_and_escapes_control_characters
     assert {k: fields[k] for k in DEFAULT_SHOWN if k not in ("id", "command", "state", "queue", "priority",
                                                               "attempts", "run_at", "created_at", "updated_at")} == {
         "max_retries": "-", "timeout": "-", "cwd": "-", "started_at": "never", "finished_at": "never",
-        "exit_code": "-", "last_error": "-", "key": "-", "after": "-"}
+        "exit_code": "-", "last_error": "-", "key": "-", "after": "-", "errors": "-"}
     job = json_only(run_cli("show", "raw", "--json"))  # JSON unchanged: null, and the command as it is
     assert job["command"] == command and job["started_at"] is None and job["after"] == []
     assert list(job) == list(DEFAULT_SHOWN)
 
 
 DEFAULT_SHOWN = ("id", "queue", "command", "state", "priority", "attempts", "max_retries", "timeout", "cwd", "run_at",
-                 "created_at", "updated_at", "started_at", "finished_at", "exit_code", "last_error", "key", "after")
+                 "created_at", "updated_at", "started_at", "finished_at", "exit_code", "last_error", "key", "after",
+                 "errors")
 
 
 def test_logs(run_cli, populated):

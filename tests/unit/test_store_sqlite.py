@@ -119,12 +119,13 @@ def test_a_version_1_database_migrates_forward_keeping_its_jobs(db):
     conn.execute("INSERT INTO job_output (seq, stdout, stderr) VALUES (2, x'6869', x'')")
     conn.close()
     store = SqliteStore(db)
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 14
     assert "end_code" in [r[1] for r in store.conn.execute("PRAGMA table_info(jobs)")]  # version 10: outcome codes
     assert store.get_job("old").key is None  # version 6: keys
     assert store.get_job("old").after == ()  # version 7: dependencies
     assert store.get_job("old").state == JobState.PENDING
     assert store.get_job("done", output=True).stdout == b"hi"  # the table rebuild kept its output
+    assert store.job_attempts("done") == []  # version 14: ended attempts, none kept before
     assert store.counts() == {"default": {"pending": 1, "completed": 1}}
     assert store.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -127,3 +127,22 @@ def test_only_what_this_server_signed_is_said_on_a_page(dash, jobs):
     """A link made elsewhere cannot put words on the dashboard's pages: an unsigned or forged `said` is not shown."""
     for said in ("Your+session+expired,+call+555-0100", "eyJmYWtlIjoxfQ.forged"):
         assert b'class="said"' not in dash.get(f"/jobs?said={said}").data
+
+
+def test_a_jobs_page_shows_its_ended_attempts_escaped(dash, store):
+    now = time.time()
+    steps.add(store, now, id="flaky", max_retries=2)
+    w = steps.register(store)
+    for attempt, error in ((1, '<script>alert(1)</script>'), (2, '"><img src=x onerror=alert(2)>')):
+        steps.claim(store, w, [], 1, now + 100 * attempt)
+        steps.finish(store, w, [steps.Outcome("flaky", False, attempt + 2, error, ended_at=now + 100 * attempt + 1.5)],
+                     now + 100 * attempt + 2)
+    page = dash.get("/jobs/flaky").data.decode()
+    rows = re.findall(r'<tr data-attempt="(\d)"><td>\d</td><td><span class="state state-(\w+)">.*?<td>([^<]*)</td>'
+                      r'<td>(\d+)</td><td>([^<]*)</td></tr>', page)
+    assert rows == [("1", "failed", "1.5 s", "3", "&lt;script&gt;alert(1)&lt;/script&gt;"),
+                    ("2", "failed", "1.5 s", "4", "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;")]
+    assert "<script>alert" not in page and "<img src=x" not in page
+    steps.add(store, now, id="calm")
+    assert re.search(r'<table id="attempts">.*<tr><td colspan="7">none</td></tr>', dash.get("/jobs/calm").data.decode(),
+                     re.S)

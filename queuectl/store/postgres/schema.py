@@ -14,9 +14,9 @@ folded totals, and one worker at a time folds them (PostgresStore.maintain).
 
 import re
 
-from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
-                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, SEARCH_INDEXES, START_CLOCKS,
-                                         STOPPED_WORKERS)
+from queuectl.store.shared_schema import (ATTEMPT_ENDED, CANCEL_DEPENDANTS, CASCADED, JOB_ATTEMPTS, KEEP_ATTEMPT,
+                                         KEY_HELD, KEY_HELD_V6, RECOVERED, RELEASE_DEPENDANTS, SCHEDULES_LIMITS,
+                                         SEARCH_INDEXES, START_CLOCKS, STOPPED_WORKERS)
 from queuectl.store import activity, fragments, timing
 
 #: The schema the tables live in.
@@ -27,7 +27,7 @@ CHANNEL = "queuectl"
 #: The tables of the schema, which queries name bare and the store qualifies (postgres.qualify).
 TABLES = ("schema_version", "jobs", "job_output", "job_counts", "job_count_deltas", "job_runs", "job_run_deltas",
           "workers", "config", "queues", "leases", "job_deps",
-          "schedules", "queue_starts", "activity", "activity_deltas", "stopped_workers")
+          "schedules", "queue_starts", "activity", "activity_deltas", "stopped_workers", "job_attempts")
 
 #: The body of the jobs table's update trigger (counts by state, and runs by outcome of the rows that
 #: leave processing, RUNS_FILTER narrowing those, RECOVERED_WHEN telling a recovered run), shared by the steps
@@ -315,6 +315,14 @@ CREATE TABLE activity_deltas (
     # As SQLite's step 13: finding jobs by key (SEARCH_INDEXES); and by id prefix, a range over the ids in byte
     # order ("C" collation), which the unique index on id, in the database's collation, does not keep.
     12: SEARCH_INDEXES + 'CREATE INDEX jobs_id_c ON jobs (id COLLATE "C");\n',
+    # As SQLite's step 14: a job's attempts that ended without completing (JOB_ATTEMPTS). A row trigger whose WHEN,
+    # evaluated without calling the function, is false on a completion: the success path queues no trigger event
+    # (where the statement trigger's work would join the transition tables again for every exchange).
+    13: JOB_ATTEMPTS.replace("INT_T", "bigint").replace("REAL_T", "double precision").replace("WITHOUT_ROWID", "")
+        + "CREATE FUNCTION jobs_attempts() RETURNS trigger LANGUAGE plpgsql SET search_path = queuectl AS $$\n"
+          f"BEGIN\n    {KEEP_ATTEMPT};\n    RETURN NULL;\nEND $$;\n"
+          f"CREATE TRIGGER jobs_attempts AFTER UPDATE OF state ON jobs FOR EACH ROW WHEN ({ATTEMPT_ENDED})\n"
+          "    EXECUTE FUNCTION jobs_attempts();\n",
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -1,8 +1,8 @@
 """The SQLite schema and its forward migrations, keyed by PRAGMA user_version."""
 
-from queuectl.store.shared_schema import (CANCEL_DEPENDANTS, CASCADED, KEY_HELD, KEY_HELD_V6, RECOVERED,
-                                         RELEASE_DEPENDANTS, SCHEDULES_LIMITS, SEARCH_INDEXES, START_CLOCKS,
-                                         STOPPED_WORKERS)
+from queuectl.store.shared_schema import (ATTEMPT_ENDED, CANCEL_DEPENDANTS, CASCADED, JOB_ATTEMPTS, KEEP_ATTEMPT,
+                                         KEY_HELD, KEY_HELD_V6, RECOVERED, RELEASE_DEPENDANTS, SCHEDULES_LIMITS,
+                                         SEARCH_INDEXES, START_CLOCKS, STOPPED_WORKERS)
 
 #: Written to PRAGMA application_id so a queuectl database is told apart from other SQLite files ("QCTL").
 APPLICATION_ID = 0x5143544C
@@ -322,6 +322,11 @@ DROP TRIGGER jobs_count_runs;
     12: STOPPED_WORKERS.replace("SEQ_PK", "INTEGER PRIMARY KEY").replace("REAL_T", "REAL").replace("INT_T", "INTEGER"),
     # Finding jobs by idempotency key, ended or not (queuectl.store.search; SEARCH_INDEXES).
     13: SEARCH_INDEXES,
+    # A job's attempts that ended without completing (JOB_ATTEMPTS), kept by a row trigger whose WHEN is false on
+    # a completion: the success path adds no row.
+    14: JOB_ATTEMPTS.replace("INT_T", "INTEGER").replace("REAL_T", "REAL").replace("WITHOUT_ROWID", " WITHOUT ROWID")
+        + f"CREATE TRIGGER jobs_attempts AFTER UPDATE OF state ON jobs\nWHEN {ATTEMPT_ENDED} BEGIN\n"
+          f"    {KEEP_ATTEMPT};\nEND;\n",
 })
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.
