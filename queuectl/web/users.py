@@ -106,7 +106,7 @@ def decoy(users) -> bytes | None:
         return None
     import bcrypt
 
-    return bcrypt.hashpw(os.urandom(16), bcrypt.gensalt(max(costs)))
+    return bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt(max(costs)))  # no NUL: bcrypt 3.2 refuses one
 
 
 class Checker:

@@ -175,6 +175,9 @@ def test_each_option_fills_its_fields_and_is_documented():
     filled = [field for option in config.OPTIONS for field in option.fields]
     assert sorted(filled) == sorted(config.WebConfig._fields)  # each field once, by one option
     assert config.load({}, {}) == config.WebConfig()  # the defaults are the record's
-    table = (Path(__file__).parents[2] / "docs" / "web.md").read_text()
+    page = Path(__file__).parents[2] / "docs" / "web.md"
+    if not page.exists():
+        pytest.skip("docs/ is not beside the tests (the package build copies the tests alone)")
+    table = page.read_text()
     for option in config.OPTIONS:
         assert f"| `{option.key}` (`--{option.key}" in table, option.key
