@@ -68,11 +68,14 @@ class Units:
         with self._lock:
             now = self._clock()
             if self._at is None or now - self._at >= self.every or not set(names) <= set(self._names):
-                if self._show is None:
-                    from queuectl.units import show
-                else:
-                    show = self._show
-                self._by_unit = {u["Id"]: unit_state(u) for u in show(names)}
+                self._by_unit = {u["Id"]: unit_state(u) for u in (self._show or _systemd)(names)}
                 self._names, self._at = names, now
                 self.reads += 1
             return self._by_unit
+
+
+def _systemd(names: tuple[str, ...]) -> list[dict[str, str]]:
+    """queuectl.units.show, imported when first asked (never on the CLI's other paths)."""
+    from queuectl.units import show
+
+    return show(names)

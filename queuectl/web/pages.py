@@ -134,13 +134,12 @@ def job(job_id: str):
     """A job's page, with its attempts that ended without completing, and its output as kept now (readable without
     script); the page's script follows on from the positions it was read to."""
     from queuectl.api.following import output_since
-    from queuectl.api.jobs import attempts, show
+    from queuectl.api.jobs import attempts
 
-    # Its attempts read first: the job's record is never older than them.
-    tried, found, deps, step = connections().read(lambda store: (
-        attempts(store, job_id), show(store, job_id), store.dependencies(job_id),
-        output_since(store, job_id, None, (0, 0))))
-    return render_template("job.html", job=found, deps=deps, tried=tried, step=step,
+    # Its attempts read first: the job's record (read with its output, in one statement) is never older than them.
+    tried, deps, step = connections().read(lambda store: (
+        attempts(store, job_id), store.dependencies(job_id), output_since(store, job_id, None, (0, 0))))
+    return render_template("job.html", job=step.job, deps=deps, tried=tried, step=step,
                            out=step.stdout.decode("utf-8", "replace"), err=step.stderr.decode("utf-8", "replace"))
 
 

@@ -90,6 +90,16 @@ def make_dead(db: str, **job) -> str:
     return job_id
 
 
+def on_dead_job_page(db: str, web, users: str, browser, user: str, shot: str) -> str:
+    """Make a dead job (make_dead), serve the dashboard with `users`, sign `user` in and open the job's page
+    (screenshot `shot`); return the job's id."""
+    job_id = make_dead(db)
+    server = web(users=users)
+    browser.sign_in(user, USERS[user][1])
+    browser.visit(f"{server.url}/jobs/{job_id}", shot)
+    return job_id
+
+
 def shown_counts(driver) -> dict:
     """{queue: {state: n}} of the overview's table ("" for the totals row)."""
     return driver.execute_script("""
@@ -139,17 +149,14 @@ def test_the_overview_counts_are_status_s_and_follow_the_queue(db, web, users, b
 
 
 def test_a_dead_job_retried_by_a_click_is_pending(db, web, users, browser):
-    job_id = make_dead(db)
-    server = web(users=users)
-    browser.sign_in("olga", USERS["olga"][1])
-    browser.visit(f"{server.url}/jobs/{job_id}", "dead-job")
+    job_id = on_dead_job_page(db, web, users, browser, "olga", "dead-job")
     from selenium.webdriver.common.by import By
 
     browser.driver.find_element(By.XPATH, "//form[contains(@action, '/retry')]/button").click()
     said = browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "p.said"), SHOWN, "the page to say what happened")
     assert said[0].text == f"job {job_id} retried: now pending"
     assert browser.driver.find_element(By.CSS_SELECTOR, "h1 .state").text == "pending"
-    assert urlsplit(browser.driver.current_url).path == urlsplit(f"{server.url}/jobs/{job_id}").path
+    assert urlsplit(browser.driver.current_url).path == f"/jobs/{job_id}"  # served without a prefix
     browser.screenshot("retried")
     assert state_of(db, job_id) == "pending"
 
@@ -525,10 +532,7 @@ def test_the_workers_page_shows_each_worker_s_unit(db, web, browser, workers):
 def test_a_job_s_page_shows_its_attempts(db, web, users, browser):
     from selenium.webdriver.common.by import By
 
-    job_id = make_dead(db)
-    server = web(users=users)
-    browser.sign_in("victor", USERS["victor"][1])
-    browser.visit(f"{server.url}/jobs/{job_id}", "job-attempts")
+    on_dead_job_page(db, web, users, browser, "victor", "job-attempts")
     rows = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
             for row in browser.driver.find_elements(By.CSS_SELECTOR, "#attempts tr[data-attempt]")]
     assert [(r[0], r[1], r[5], r[6]) for r in rows] == [("1", "dead", "3", "exit code 3")]
