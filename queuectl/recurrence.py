@@ -17,7 +17,15 @@ Unix seconds, whole seconds:
     unless the hour field is a wildcard (`*`, `*/2`): such schedules keep their interval
     through the repeated hour (an hourly job runs 25 times that day), as Debian's cron does.
   Debian 12's croniter (1.3) computes zone-aware times wrongly across these changes, which
-  is why the mapping is done here, on naive times, which every version computes alike.
+  is why the mapping is done here, on naive times.
+- croniter reads the expression (`croniter.expand`: the fields' sets, alike in Debian 12's 1.3,
+  Debian 13's 2.0 and PyPI's 7); the walk from one wall time to the next is done here, a day at
+  a time. croniter's own walk before 6.x skips slots when a day-of-month set holds a day the
+  month lacks: `* * */10 * *` after 21 February goes to 11 March, not 1 March (pallets-eco/
+  croniter#178). The day rules are croniter's: when day-of-month and day-of-week are both
+  restricted (neither `*`), a day matching either runs (`0 0 */10 * mon`: the 1st, 11th, 21st,
+  31st and every Monday); `L` in day-of-month is the month's last day, `5#2` the second Friday,
+  `L5` the last Friday (these two with day-of-month `*` only).
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone
+from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from queuectl.errors import InvalidInput
@@ -35,6 +44,10 @@ ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight",
 #: How far daylight-saving changes move wall time against UTC, at most (2 h: the double summer time of
 #: the 1940s; 1 h today). Candidates are looked for this far before and after a wall time.
 MAX_SHIFT = timedelta(hours=2)
+#: How far a cron walk looks for a matching day (days): the Gregorian calendar's cycle of 400 years, after
+#: which dates and weekdays repeat. The sparsest expressions that match are decades apart (a fifth Sunday
+#: in February: 2004, 2032, 2060, 2088, 2128); one with no day within never matches (31 February).
+MAX_DAYS = 146_097
 #: The longest --every (seconds): a year and a day; longer periods are cron's (@yearly). Bounds the slots
 #: to dates that datetime and the platform's time_t hold.
 MAX_EVERY = 366 * 86400
@@ -177,28 +190,83 @@ def _instants(wall: datetime, zone: ZoneInfo, twice: bool) -> list[float]:
     return [first, second] if second > first and twice else [first]  # second > first: a repeated wall time
 
 
+@dataclass(frozen=True)
+class _Fields:
+    """A cron expression's expanded fields (croniter.expand): sets, or None for `*`."""
+
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    days: frozenset | None  # days of the month, and "l" (the last)
+    months: frozenset | None
+    weekdays: frozenset | None  # 0 = Sunday
+    nth: dict  # weekday -> {1..5, "l"}: only those occurrences in the month (5#2, L5)
+
+    @classmethod
+    @lru_cache(maxsize=256)
+    def of(cls, expr: str) -> "_Fields":
+        from croniter import croniter
+
+        (minutes, hours, days, months, weekdays), nth = croniter.expand(expr)
+        if nth and days != ["*"]:  # croniter finds no date for these (1.3 to 7)
+            raise InvalidInput(f"the cron expression {expr!r} gives both a day of the month and a weekday's"
+                               " occurrence in it (5#2, L5): give one of them, the other as *")
+
+        def chosen(values):
+            return None if values == ["*"] else frozenset(values)
+
+        return cls(tuple(sorted(minutes)) if minutes != ["*"] else tuple(range(60)),
+                   tuple(sorted(hours)) if hours != ["*"] else tuple(range(24)),
+                   chosen(days), chosen(months), chosen(weekdays), {k: set(v) for k, v in nth.items()})
+
+    def runs_on(self, day: date) -> bool:
+        """Whether `day` is one of the expression's days, by croniter's rules (the module's docstring)."""
+        if self.months is not None and day.month not in self.months:
+            return False
+        last = ((day.replace(day=28) + timedelta(days=4)).replace(day=1) - timedelta(days=1)).day
+        by_day = self.days is not None and (day.day in self.days or ("l" in self.days and day.day == last))
+        weekday = day.isoweekday() % 7
+        occurrences = self.nth.get(weekday)
+        by_weekday = self.weekdays is not None and weekday in self.weekdays and (
+            not occurrences or (day.day - 1) // 7 + 1 in occurrences or ("l" in occurrences and day.day + 7 > last))
+        if self.days is not None and self.weekdays is not None:
+            return by_day or by_weekday
+        return (self.days is None or by_day) and (self.weekdays is None or by_weekday)
+
+    def walls(self, start: datetime, forward: bool):
+        """The wall times matching the fields, from `start` (naive, included) forward or backward, in order,
+        for MAX_DAYS days."""
+        times = [time(h, m) for h in self.hours for m in self.minutes]
+        if not forward:
+            times.reverse()
+        day, one = start.date(), timedelta(days=1 if forward else -1)
+        for _ in range(MAX_DAYS):
+            if self.runs_on(day):
+                for at in times:
+                    wall = datetime.combine(day, at)
+                    if wall >= start if forward else wall <= start:
+                        yield wall
+            day += one
+
+
 def _nearest_cron(expr: str, zone: ZoneInfo, t: float, forward: bool) -> float:
     """The first instant later than `t` (forward) or the last at or before it whose wall time in `zone`
-    matches `expr`, by the module's rules. croniter walks naive wall times; from MAX_SHIFT before
-    (after) `t`'s wall time, until a wall time 2 x MAX_SHIFT past the best instant's, which no later
-    (earlier) wall time can beat."""
-    from croniter import CroniterBadDateError, croniter
-
+    matches `expr`, by the module's rules. Walks naive wall times from MAX_SHIFT before (after) `t`'s wall
+    time, until a wall time 2 x MAX_SHIFT past the best instant's, which no later (earlier) wall time can
+    beat. Raises InvalidInput if no day within MAX_DAYS matches."""
     twice = _hour_is_wildcard(expr)
     wall_t = datetime.fromtimestamp(t, zone).replace(tzinfo=None)
-    it = croniter(expr, wall_t - MAX_SHIFT if forward else wall_t + MAX_SHIFT + timedelta(seconds=1))
-    step = it.get_next if forward else it.get_prev
     best, best_wall = None, None
     try:
-        for _ in range(100_000):
-            wall = step(datetime)
+        for wall in _Fields.of(expr).walls(wall_t - MAX_SHIFT if forward else wall_t + MAX_SHIFT, forward):
             if best_wall is not None and abs(wall - best_wall) > 2 * MAX_SHIFT:
                 return best
             for at in _instants(wall, zone, twice):
                 if (at > t if forward else at <= t) and (best is None or (at < best if forward else at > best)):
                     best, best_wall = at, wall
-    except CroniterBadDateError:
+    except OverflowError:  # past year 9999 or before year 1
         pass
+    if best is not None:
+        return best
     raise InvalidInput(f"the cron expression {expr!r} never matches a date")
 
 

@@ -4,11 +4,11 @@ them: tests/unit/conformance/test_schedules.py."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import assert_error, snapshot
@@ -85,6 +85,66 @@ def test_next_after_and_last_until_agree_and_leave_no_slot_between(fields, zone,
     assert rule.last_until(nxt - 1) <= t
 
 
+def utc(*args):
+    return datetime(*args, tzinfo=ZoneInfo("UTC")).timestamp()
+
+
+@pytest.mark.parametrize("expr, after, expected", [
+    ("* * */10 * *", utc(2020, 2, 21, 23, 59), utc(2020, 3, 1)),  # 31 February does not exist: 1 March
+    ("0 0 */10 * *", utc(2021, 2, 21, 12), utc(2021, 3, 1)),
+    ("0 0 30,31 * *", utc(2021, 1, 31), utc(2021, 3, 30)),  # February has neither
+    ("0 0 29 2 *", utc(2096, 3, 1), utc(2104, 2, 29)),  # 2100 is no leap year
+    ("0 0 L * *", utc(2024, 2, 1), utc(2024, 2, 29)),
+    ("0 0 L * *", utc(2023, 2, 1), utc(2023, 2, 28)),
+    ("0 9 * * 5#2", utc(2026, 12, 1), utc(2026, 12, 11, 9)),  # the second Friday
+    ("0 9 * * L5", utc(2026, 12, 1), utc(2026, 12, 25, 9)),  # the last Friday
+    ("0 0 */10 * mon", utc(2026, 12, 5), utc(2026, 12, 7)),  # both restricted: either (Monday the 7th)
+    ("0 0 */10 * mon", utc(2026, 12, 8), utc(2026, 12, 11)),
+    ("0 0 * 2 mon", utc(2026, 1, 5), utc(2026, 2, 2)),  # one restricted: both (a Monday in February)
+])
+def test_the_next_slot_skips_no_day_the_month_lacks(expr, after, expected):
+    """Known answers on every croniter (Debian 12's 1.3 and 13's 2.0 skip 1 March in the first two cases),
+    and last_until finds each slot back from the instant before the next."""
+    rule = parse_rule(expr, None, "UTC")
+    assert rule.next_after(after) == expected
+    assert rule.last_until(expected) == expected and rule.last_until(expected - 1) <= after
+
+
+def _croniter_walks_right():
+    from importlib.metadata import version
+    return int(version("croniter").split(".")[0]) >= 7
+
+
+ORACLE_FIELDS = (["0", "*/20", "5-10"], ["0", "*/6", "23"],
+                 ["*", "1", "*/10", "29-31", "31", "L", "15,L", "*/3"],
+                 ["*", "2", "*/2", "1-3"], ["*", "0", "1-5", "5#2", "L5", "sat"])
+
+
+@pytest.mark.skipif(not _croniter_walks_right(), reason="this croniter's own walk skips slots (croniter#178)")
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(*(st.sampled_from(f) for f in ORACLE_FIELDS)),
+       st.integers(min_value=1_577_836_800, max_value=1_893_456_000))
+def test_slots_in_utc_are_croniters_where_its_walk_is_right(fields, t):
+    """Against croniter's own walk (PyPI's 7, which skips no day): in UTC, where wall time is the instant,
+    the next slot and the last are croniter's."""
+    from croniter import croniter
+    assume(fields[2] == "*" or not any(c in fields[4] for c in "#L"))  # refused (test_bad_rules_are_refused)
+    from croniter import CroniterBadDateError
+    expr = " ".join(fields)
+    start = datetime.fromtimestamp(t, ZoneInfo("UTC")).replace(tzinfo=None)
+    try:
+        rule = parse_rule(expr, None, "UTC")
+    except InvalidInput as e:  # 31 February: croniter finds no date either
+        assert "never matches" in str(e)
+        with pytest.raises(CroniterBadDateError):
+            croniter(expr, start).get_next(datetime)
+        return
+    expected_next = croniter(expr, start).get_next(datetime).replace(tzinfo=ZoneInfo("UTC")).timestamp()
+    expected_last = croniter(expr, start + timedelta(seconds=1)).get_prev(datetime).replace(
+        tzinfo=ZoneInfo("UTC")).timestamp()
+    assert (rule.next_after(t), rule.last_until(t)) == (expected_next, expected_last)
+
+
 def test_intervals_are_multiples_since_the_epoch_and_zones_do_not_move_them():
     a, b = parse_rule(None, "5m", "UTC"), parse_rule(None, "5m", "Asia/Kolkata")
     t = T0 + 61
@@ -124,6 +184,9 @@ def test_the_host_zone_falls_back_to_localtime_then_timezone_then_utc(monkeypatc
     ("* * * * * *", None, "UTC", "five fields"),
     ("@reboot", None, "UTC", "unknown cron alias"),
     ("0 0 30 2 *", None, "UTC", "never matches"),
+    ("0 0 31 4,6,9,11 *", None, "UTC", "never matches"),
+    ("0 0 1 * 5#2", None, "UTC", "give one of them"),
+    ("0 0 L * L5", None, "UTC", "give one of them"),
     (None, "0", "UTC", "at least 1s"),
     (None, "1.5s", "UTC", "whole number"),
     (None, "forever", "UTC", "whole number"),
