@@ -100,23 +100,22 @@ def parse_interval(raw) -> float:
 class Option(NamedTuple):
     """One setting: its `key` in the [web] section (the option is --KEY, its parameter KEY with "_"), the
     WebConfig `fields` its value fills (two for a pair: bind's host and port), its `parse` (the raw value to
-    the value; raises InvalidInput), its `default` (already parsed) and what it is (`doc`)."""
+    the value; raises InvalidInput) and its `default` (already parsed)."""
 
     key: str
     fields: tuple[str, ...]
     parse: Callable[[object], object]
     default: object
-    doc: str
 
 
 #: The settings, each the [web] key and the option of the same name (docs/web.md's table says them).
 OPTIONS = (
-    Option("bind", ("host", "port"), lambda raw: parse_bind(str(raw)), parse_bind(DEFAULT_BIND), "where to listen"),
-    Option("url-prefix", ("prefix",), lambda raw: parse_prefix(str(raw)), "", "the URL prefix"),
-    Option("users", ("users",), lambda raw: str(raw) or None, None, "the users file"),
-    Option("user-header", ("user_header",), parse_header, None, "the trusted reverse proxy's user header"),
-    Option("read-only", ("read_only",), parse_yes_no, False, "no actions for anyone"),
-    Option("interval", ("interval",), parse_interval, DEFAULT_INTERVAL, "seconds between shared readings"),
+    Option("bind", ("host", "port"), lambda raw: parse_bind(str(raw)), parse_bind(DEFAULT_BIND)),  # where to listen
+    Option("url-prefix", ("prefix",), lambda raw: parse_prefix(str(raw)), ""),
+    Option("users", ("users",), lambda raw: str(raw) or None, None),  # the users file
+    Option("user-header", ("user_header",), parse_header, None),  # the trusted reverse proxy's user header
+    Option("read-only", ("read_only",), parse_yes_no, False),  # no actions for anyone
+    Option("interval", ("interval",), parse_interval, DEFAULT_INTERVAL),  # seconds between shared readings
 )
 #: The [web] keys of the site configuration file, each the option of the same name.
 KEYS = tuple(option.key for option in OPTIONS)
