@@ -780,6 +780,24 @@ def test_cancel_stops_a_running_jobs_whole_group_within_a_second(db, run_cli, st
     assert wait_exit(w) == 0
 
 
+def test_a_job_retried_after_a_cancel_is_stopped_by_the_next_cancel(db, run_cli, store, workers, tmp_path):
+    """The worker that stopped a run for a cancel stops the job's next run too (after `retry`), on the same worker."""
+    configure(run_cli)
+    runs = safe_path(tmp_path) + "/runs"
+    enqueue(run_cli, id="again", command=f"echo run >> {runs}; sleep 30")
+    w = workers.start("--name", "w")
+    for n in (1, 2):
+        until(lambda: os.path.exists(runs) and open(runs).read().count("run") == n, f"run {n} to start", procs=[w])
+        r = queuectl(db, "cancel", "again", "--wait", "10")
+        assert r.stdout == "again: stopped and cancelled\n", (n, r.stdout, r.stderr)
+        assert store.get_job("again").state == JobState.CANCELLED
+        if n == 1:
+            assert queuectl(db, "retry", "again").stdout == "again: pending\n"
+    assert WorkerProcs.output(w).count("job again: cancel requested, stopping its process group") == 2
+    w.send_signal(signal.SIGTERM)
+    assert wait_exit(w) == 0
+
+
 def test_cancel_racing_the_jobs_own_end_gives_one_consistent_state(db, run_cli, store, workers, tmp_path):
     configure(run_cli)
     w = workers.start("--name", "w", "--count", "4")

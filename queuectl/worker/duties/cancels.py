@@ -21,7 +21,7 @@ class Cancels:
     def __init__(self, worker):
         self.worker = worker
         self.look = True  # set by each heartbeat and wake-up: `queuectl cancel` pokes
-        self.cancelling: set[str] = set()  # running jobs sent SIGTERM for a cancel
+        self.cancelling: dict[str, object] = {}  # job id -> its run (the runner's handle) sent SIGTERM for a cancel
 
     def requested(self) -> None:
         """Look for cancel requests at the next turn (a heartbeat was written, a wake-up came)."""
@@ -41,11 +41,11 @@ class Cancels:
         w.give_back([job for job in w.claims.reserve if job.id in requested])
         for job_id in requested:
             job = w.runner.running.get(job_id)
-            if job is not None and job_id not in self.cancelling:
-                self.cancelling.add(job_id)
+            if job is not None and self.cancelling.get(job_id) is not job:  # a run retried after a cancel is new
+                self.cancelling[job_id] = job
                 log.warning("job %s: cancel requested, stopping its process group", job_id)
                 job.stop(signal.SIGTERM, w.monotonic(), w.runner.kill_grace)
-        self.cancelling &= set(w.runner.running)
+        self.cancelling = {k: v for k, v in self.cancelling.items() if w.runner.running.get(k) is v}
 
     def wake_at(self) -> float:
         """Return inf: cancels are looked for at heartbeats and wake-ups, which the loop waits for anyway."""
