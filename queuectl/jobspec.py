@@ -56,6 +56,18 @@ def new_job_id() -> str:
     return os.urandom(8).hex()
 
 
+#: The largest integer the stores hold (SQLite's INTEGER, PostgreSQL's bigint): 2**63 - 1.
+STORED_INT_MOST = 2**63 - 1
+
+
+def check_whole(value, what: str, low: int = 0) -> int:
+    """Return `value` if it is a whole number (an int, not a bool) from `low` to STORED_INT_MOST; raises
+    InvalidInput naming `what`."""
+    if not _is_int(value) or not low <= value <= STORED_INT_MOST:
+        raise InvalidInput(f"{what} must be a whole number from {low} to {STORED_INT_MOST}, not {value!r}")
+    return value
+
+
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -221,8 +233,8 @@ def validate_job(obj, now: float) -> NewJob:
     priority = obj.get("priority", 0)
     if not _is_int(priority):
         raise InvalidInput("priority must be a whole number (higher runs first)")
-    if abs(priority) >= 2**63:
-        raise InvalidInput("priority is out of range (-9223372036854775807 to 9223372036854775807)")
+    if abs(priority) > STORED_INT_MOST:
+        raise InvalidInput(f"priority is out of range (-{STORED_INT_MOST} to {STORED_INT_MOST})")
 
     max_retries = obj.get("max_retries")
     if max_retries is not None and (not _is_int(max_retries) or not 0 <= max_retries <= MAX_RETRIES):

@@ -105,7 +105,13 @@ class OutputStep(NamedTuple):
 def output_since(store: CommandStore, job_id: str, attempt: int | None, positions: tuple[int, int]) -> OutputStep:
     """Read job `job_id`'s output of `attempt` past `positions` (bytes of stdout and stderr already shown): one
     step of a follow for a caller that polls (the dashboard's job page). A newer attempt than `attempt` is
-    followed from its first byte, with `restarted` set. Raises NotFound if there is no such job."""
+    followed from its first byte, with `restarted` set. Raises NotFound if there is no such job, InvalidInput
+    for an attempt below 1 or a position below 0 (or either past what a store holds)."""
+    from queuectl.jobspec import check_whole
+
+    if attempt is not None:
+        check_whole(attempt, "attempt", low=1)
+    positions = (check_whole(positions[0], "out"), check_whole(positions[1], "err"))
     job, stored = store.read_output(job_id, attempt, positions)
     current = job.attempts or None
     restarted = attempt is not None and current is not None and current > attempt

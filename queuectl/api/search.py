@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from queuectl.errors import InvalidInput
+from queuectl.jobspec import check_whole
 from queuectl.models import Job, JobState
 from queuectl.store.jobfilter import JobFilter
 
@@ -82,8 +83,8 @@ def search(store, state: str | None = None, queue: str | None = None, key: str |
     f = job_filter(state, queue, key, after, text, id_prefix)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PAGE_MOST:
         raise InvalidInput(f"limit must be a whole number from 1 to {PAGE_MOST}, not {limit!r}")
-    if before is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 1):
-        raise InvalidInput(f"before must be a job's seq (a whole number from 1), not {before!r}")
+    if before is not None:
+        check_whole(before, "before (a job's seq)", low=1)
     jobs = store.find_jobs(f, before, limit)
     next_before = jobs[-1].seq if len(jobs) == limit else None
     if f.key is None and f.after is None and f.text is None and f.id_prefix is None:

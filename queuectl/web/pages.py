@@ -152,8 +152,6 @@ def output(job_id: str):
         positions = (int(request.args.get("out", 0)), int(request.args.get("err", 0)))
     except ValueError:
         raise InvalidInput("attempt, out and err are whole numbers") from None
-    if min(positions) < 0:
-        raise InvalidInput("out and err are 0 or more")
     step = connections().read(lambda store: output_since(store, job_id, attempt, positions))
     return {"state": step.job.state.value, "ended": step.job.state.ended, "attempt": step.attempt,
             "restarted": step.restarted, "stdout": step.stdout.decode("utf-8", "replace"),

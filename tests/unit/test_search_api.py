@@ -38,8 +38,10 @@ def states(store) -> dict[str, str]:
     ({"limit": 501}, "limit must be a whole number from 1 to 500, not 501"),
     ({"limit": "5"}, "limit must be a whole number from 1 to 500, not '5'"),
     ({"limit": True}, "limit must be a whole number from 1 to 500, not True"),
-    ({"before": 0}, "before must be a job's seq (a whole number from 1), not 0"),
-    ({"before": "3"}, "before must be a job's seq (a whole number from 1), not '3'"),
+    ({"before": 0}, "before (a job's seq) must be a whole number from 1 to 9223372036854775807, not 0"),
+    ({"before": "3"}, "before (a job's seq) must be a whole number from 1 to 9223372036854775807, not '3'"),
+    ({"before": 2**63}, "before (a job's seq) must be a whole number from 1 to 9223372036854775807,"
+                        " not 9223372036854775808"),
 ])
 def test_each_bad_input_is_refused_with_its_message(store, fields, message):
     with pytest.raises(InvalidInput) as e:

@@ -212,10 +212,15 @@ def test_domain_errors_map_to_statuses(dash, dead):
     assert r.status_code == 404 and b"no job" in r.data
     r = dash.get("/jobs/nope/output.json")
     assert r.status_code == 404 and r.is_json and "nope" in r.json["error"]
-    for query in ("attempt=x", "out=1.5", "err=z", "out=-1"):
+    for query, error in [("attempt=x", "attempt, out and err are whole numbers"), ("out=1.5", "whole numbers"),
+                         ("err=z", "whole numbers"), ("out=-1", "out must be a whole number from 0 to 9223372036854775807"),
+                         ("attempt=0", "attempt must be a whole number from 1"), ("attempt=" + "9" * 23, "attempt must"),
+                         (f"out={2**63}", "out must"), (f"err={2**64}", "err must")]:
         r = dash.get(f"/jobs/{dead}/output.json?{query}")
         assert r.status_code == 400 and r.is_json, query
-        assert r.json["error"] in ("attempt, out and err are whole numbers", "out and err are 0 or more"), query
+        assert error in r.json["error"] and "\n" not in r.json["error"], (query, r.json)
+    r = dash.get(f"/jobs?before={2**63}")  # past what a store holds: bad input, not a database error
+    assert r.status_code == 400 and b"before (a job&#39;s seq) must be a whole number" in r.data, r.data[:300]
     r = dash.get(f"/jobs/{dead}/output.json?attempt=1&out=0&err=0")
     assert r.status_code == 200 and r.json["state"] == "dead" and r.json["ended"] is True
     assert r.json["stderr"] == "boom"
