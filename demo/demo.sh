@@ -34,7 +34,7 @@ echo
 echo
 echo "== worker: 2 slots, --burst (exits once nothing is ready, waiting for a retry, or running)"
 queuectl worker start --count 2 --burst 2>"$WORK/worker.log" || { cat "$WORK/worker.log"; exit 1; }
-grep -E "failed|recovered|timed out" "$WORK/worker.log" | sed 's/^[^ ]* [^ ]* //' || true
+grep -E " (WARNING|ERROR) " "$WORK/worker.log" | sed 's/^[^ ]* [^ ]* //' || true
 echo
 echo "== queuectl status"
 queuectl status

@@ -173,10 +173,31 @@ def parse_rule(cron: str | None, every: str | None, zone: str | None) -> Rule:
     try:
         croniter(expr, datetime(2000, 1, 1))
     except (ValueError, KeyError) as e:  # croniter's errors are ValueErrors
-        raise InvalidInput(f"not a valid cron expression {cron!r}: {e}") from None
+        raise InvalidInput(f"not a valid cron expression {cron!r}: {_bad_field(expr) or e}") from None
     rule = Rule("cron", expr, zone)
     rule.next_after(datetime.now(timezone.utc).timestamp())  # one that never matches (30 February) fails here
     return rule
+
+
+#: The five fields, in order, and the values each takes (crontab(5)).
+FIELDS = (("minute", "0-59"), ("hour", "0-23"), ("day of month", "1-31 or L"), ("month", "1-12 or jan-dec"),
+          ("day of week", "0-7 or sun-sat, N#K (K 1-5), LN"))
+
+
+def _bad_field(expr: str) -> str | None:
+    """Which field of five-field `expr` croniter refuses, as a phrase ("the hour field '25' is not 0-23"): each
+    field is tried alone, the others `*`; None if each passes alone."""
+    from croniter import croniter
+
+    fields = expr.split()
+    for i, (name, values) in enumerate(FIELDS):
+        probe = ["*"] * 5
+        probe[i] = fields[i]
+        try:
+            croniter(" ".join(probe), datetime(2000, 1, 1))
+        except (ValueError, KeyError):
+            return f"the {name} field {fields[i]!r} is not {values} (lists, ranges and steps of them)"
+    return None
 
 
 def _hour_is_wildcard(expr: str) -> bool:

@@ -32,7 +32,7 @@ def draft(name: str, template: str, cron: str | None = None, every: str | None =
     check_name(name)
     if every is not None and zone is not None:
         raise InvalidInput("--tz applies to --cron only: the slots of --every are its multiples since 1970-01-01 UTC")
-    rule = parse_rule(cron, every, zone or "UTC")
+    rule = parse_rule(cron, every, "UTC" if zone is None else zone)  # "" is a bad zone, not none
     return Draft(name, rule, parse_template(template, overlap == "allow"), overlap, zone)
 
 

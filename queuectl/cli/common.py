@@ -14,7 +14,7 @@ class HelpGroup(click.Group):
 
     As git and systemctl do, and as Click 8.1 did by default; Click 8.2's `no_args_is_help`
     prints the help as an error (stderr, exit 2) instead. The group's own callback runs
-    first, so its options are still checked.
+    first, so its options are still checked. A subcommand is also found by an alias (ALIASES).
     """
 
     def __init__(self, *args, **kwargs):
@@ -32,6 +32,15 @@ class HelpGroup(click.Group):
             return rv
 
         self.callback = help_without_subcommand
+
+    #: Other names people type for a subcommand (pueue's `remove`, docker's `ls`): taken, not listed in the help.
+    ALIASES = {"remove": "rm", "delete": "rm", "ls": "list"}
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is None and self.ALIASES.get(name) in self.commands:
+            command = super().get_command(ctx, self.ALIASES[name])
+        return command
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout, nothing else.")

@@ -78,7 +78,7 @@ def list_(app, as_json):
         return
     print_table(["NAME", "RULE", "ZONE", "NEXT RUN", "LAST RUN", "LAST STATE", "SKIPPED", "OVERLAP", "PAUSED",
                  "COMMAND"],
-                [[s.name, s.rule.text, s.zone, "-" if s.paused_at else s.rule.local(s.next_at),
+                [[s.name, s.rule.text, s.zone, "paused" if s.paused_at else s.rule.local(s.next_at),
                   s.last_job or "-", s.last_state.value if s.last_state else "-", s.skipped, s.overlap,
                   "yes" if s.paused_at else "-", one_line(s.template["command"], 40)] for s in schedules])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from queuectl.cli.common import HelpGroup, pass_app
+from queuectl.cli.common import HelpGroup, json_option, pass_app
 from queuectl.errors import InvalidInput
 
 
@@ -152,14 +152,21 @@ def remove_user(name, path):
 
 @web_user.command("list")
 @_file
-def list_users(path):
+@json_option
+def list_users(path, as_json):
     """List the users and their roles (never their hashes).
 
     \b
     Example:
       queuectl web-user list --file /etc/queuectl/web-users
     """
+    import json
+
     from queuectl.web import users
 
-    for user in users.load(path).values():
+    listed = users.load(path).values()
+    if as_json:
+        click.echo(json.dumps([{"name": u.name, "role": u.role, "password": u.hash is not None} for u in listed]))
+        return
+    for user in listed:
         click.echo(f"{user.name}\t{user.role}" + ("" if user.hash else "\t(header only)"))

@@ -293,7 +293,8 @@ class Top:
         if self.mode == "help":
             return layout.help_screen(width, height, self.view.read_only, self.glyphs)
         if self.mode == "job":
-            title = f"queuectl top - job {printable(self.job_id)} (following; Esc or q: back)"
+            live = "" if self.job is not None and self.job.state.ended else "following; "  # an ended job's output is all
+            title = f"queuectl top - job {printable(self.job_id)} ({live}Esc or q: back)"
             if self.job is None:
                 record, output = [self.view.message or "reading..."], []
             else:

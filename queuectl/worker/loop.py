@@ -116,7 +116,8 @@ class Worker:
         self.exit_code: int | None = None
         self._draining_recorded = False
         self._forced = False  # a second stop signal stopped running jobs
-        self._drain_said_at = float("-inf")  # monotonic time of the last line saying what the drain waits for
+        self._drain_said_at = float("-inf")  # monotonic time of the last line saying what the drain waits for (the
+        # first at once: a turn can say it before the stop request is announced, and says it once)
         self._env = JobEnvironment()
         self.wakeups.listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 
@@ -325,7 +326,6 @@ class Worker:
             log.info("stop requested: draining %d running job(s); a second signal stops them",
                      len(self.runner.running))
             self.notifier.stopping(f"draining {len(self.runner.running)} job(s)")
-            self._drain_said_at = self.monotonic() - DRAIN_SAY_EVERY  # the first line at once
         if self.stop_requests >= 2 and self.runner.running and not self.ledger.forced:
             log.warning("second stop request: terminating %d running job(s) and requeueing them",
                         len(self.runner.running))

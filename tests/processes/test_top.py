@@ -120,13 +120,17 @@ def test_c_asks_and_y_cancels_the_selected_running_job(term, db, run_cli, worker
     quit_top(term)
 
 
-def test_enter_opens_the_job_and_follows_its_output(term, db, run_cli, workers):
+def test_enter_opens_the_job_and_follows_its_output_until_it_ends(term, db, run_cli, workers):
     top_over_a_running_job(term, db, run_cli, workers, "talker", "echo first-line; sleep 60")
     term.keys("j", "Enter")
     shown = term.wait_for(lambda s: "first-line" in s.splitlines(), message="the job's output, a line of its own")
     assert "job talker  queue default  state processing" in shown
+    assert "queuectl top - job talker (following; Esc or q: back)" in shown
+    assert run_cli("cancel", "talker").exit_code == 0
+    shown = term.wait_for(lambda s: "state cancelled" in s, message="the view to show the job ended")
+    assert "queuectl top - job talker (Esc or q: back)" in shown  # all its output is shown: nothing to follow
     term.keys("Escape")
-    term.wait_for("Running (1)")
+    term.wait_for("Running (0)")
     quit_top(term)
 
 

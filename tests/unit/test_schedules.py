@@ -4,6 +4,7 @@ them: tests/unit/conformance/test_schedules.py."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -179,7 +180,10 @@ def test_the_host_zone_falls_back_to_localtime_then_timezone_then_utc(monkeypatc
 
 
 @pytest.mark.parametrize("cron,every,zone,fragment", [
-    ("61 * * * *", None, "UTC", "not a valid cron expression"),
+    ("61 * * * *", None, "UTC", "not a valid cron expression '61 * * * *': the minute field '61' is not 0-59"),
+    ("0 25 * * *", None, "UTC", "the hour field '25' is not 0-23"),
+    ("0 0 * foo *", None, "UTC", "the month field 'foo' is not 1-12 or jan-dec"),
+    ("0 0 * * 5#6", None, "UTC", "the day of week field '5#6' is not 0-7 or sun-sat, N#K (K 1-5), LN"),
     ("* * *", None, "UTC", "five fields"),
     ("* * * * * *", None, "UTC", "five fields"),
     ("@reboot", None, "UTC", "unknown cron alias"),
@@ -197,7 +201,7 @@ def test_the_host_zone_falls_back_to_localtime_then_timezone_then_utc(monkeypatc
     (None, "1m", "/etc/passwd", "unknown time zone"),
 ])
 def test_bad_rules_are_refused(cron, every, zone, fragment):
-    with pytest.raises(InvalidInput, match=fragment.replace("-", r"\-")):
+    with pytest.raises(InvalidInput, match=re.escape(fragment)):
         parse_rule(cron, every, zone)
 
 
@@ -223,12 +227,25 @@ def test_schedule_commands_add_list_pause_resume_rm(run_cli):
     assert run_cli.json("status")["schedules"] == [s]
     table = run_cli("schedule", "list").stdout
     assert table.splitlines()[0].split()[:3] == ["NAME", "RULE", "ZONE"] and "yes" in table
+    assert "paused" in table.splitlines()[1].split()  # its next run, as status and the dashboard say it
     r = run_cli("schedule", "resume", "nightly", "ghost")
     assert (r.exit_code, r.stdout) == (1, "nightly: resumed\n") and "no schedule named ghost" in r.stderr
     r = run_cli("schedule", "rm", "nightly")
     assert (r.exit_code, r.stdout) == (0, "nightly: removed\n")
     assert run_cli.json("schedule", "list") == []
     assert_error(run_cli("schedule", "rm", "nightly"), 1, "no schedule named nightly")
+
+
+def test_remove_delete_and_ls_are_rm_and_list_but_not_in_the_help(run_cli):
+    for alias in ("remove", "delete"):
+        assert run_cli("schedule", "add", "tick", "--every", "1m", '{"command":"x"}').exit_code == 0
+        assert run_cli.json("schedule", "ls")[0]["name"] == "tick"
+        r = run_cli("schedule", alias, "tick")
+        assert (r.exit_code, r.stdout) == (0, "tick: removed\n"), r.stderr
+    assert_error(run_cli("schedule", "remove", "tick"), 1, "no schedule named tick")
+    assert_error(run_cli("schedule", "erase", "tick"), 2, "No such command 'erase'")
+    commands = run_cli("schedule", "--help").stdout.split("Commands:")[1]
+    assert " rm " in commands and not any(f" {alias} " in commands for alias in ("remove", "delete", "ls"))
 
 
 @pytest.mark.parametrize("args,fragment", [
@@ -238,6 +255,8 @@ def test_schedule_commands_add_list_pause_resume_rm(run_cli):
     (["--every", "5m", "--cron", "* * * * *"], "one of them"),
     ([], "one of them"),
     (["--cron", "@daily", "--tz", "Nowhere/Land"], "unknown time zone"),
+    (["--cron", "@daily", "--tz", ""], "unknown time zone ''"),
+    (["--cron", "0 0 1 * 5#2"], "give one of them"),
     (["--every", "5m", "--tz", "UTC"], "--tz applies to --cron only"),
     (["--every", "367d"], "at most 366d"),
     (["--every", "3000000d"], "at most 366d"),  # past datetime's year 9999

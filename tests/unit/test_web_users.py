@@ -4,6 +4,7 @@ remembered, everything else refused), changing it (queuectl.web.userfile: other 
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -157,6 +158,9 @@ def test_web_user_set_list_rm(cli, tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
     r = cli("web-user", "list", "--file", path)
     assert (r.exit_code, r.stdout, r.stderr) == (0, "alice\toperator\nbob\toperator\n", "")
+    r = cli("web-user", "ls", "--file", path, "--json")
+    assert json.loads(r.stdout) == [{"name": "alice", "role": "operator", "password": True},
+                                    {"name": "bob", "role": "operator", "password": True}] and "$2" not in r.stdout
     r = cli("web-user", "rm", "alice", "--file", path)
     assert (r.exit_code, r.stderr) == (0, f"removed user alice from {path}\n")
     assert_error(cli("web-user", "rm", "alice", "--file", path), 1, f"no user alice in {path}")
