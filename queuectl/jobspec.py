@@ -60,11 +60,11 @@ def new_job_id() -> str:
 STORED_INT_MOST = 2**63 - 1
 
 
-def check_whole(value, what: str, low: int = 0) -> int:
-    """Return `value` if it is a whole number (an int, not a bool) from `low` to STORED_INT_MOST; raises
-    InvalidInput naming `what`."""
-    if not _is_int(value) or not low <= value <= STORED_INT_MOST:
-        raise InvalidInput(f"{what} must be a whole number from {low} to {STORED_INT_MOST}, not {value!r}")
+def check_whole(value, what: str, low: int = 0, high: int = STORED_INT_MOST) -> int:
+    """Return `value` if it is a whole number (an int, not a bool) from `low` to `high` (by default the most a
+    store holds); raises InvalidInput naming `what`."""
+    if not _is_int(value) or not low <= value <= high:
+        raise InvalidInput(f"{what} must be a whole number from {low} to {high}, not {value!r}")
     return value
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import re
+from calendar import monthrange
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from functools import lru_cache
@@ -213,10 +214,10 @@ def _instants(wall: datetime, zone: ZoneInfo, twice: bool) -> list[float]:
 
 @dataclass(frozen=True)
 class _Fields:
-    """A cron expression's expanded fields (croniter.expand): sets, or None for `*`."""
+    """A cron expression's expanded fields (croniter.expand): the times of a day they give, and the day fields
+    as sets (None for `*`)."""
 
-    minutes: tuple[int, ...]
-    hours: tuple[int, ...]
+    times: tuple[time, ...]  # of a day, in order (the hours by the minutes)
     days: frozenset | None  # days of the month, and "l" (the last)
     months: frozenset | None
     weekdays: frozenset | None  # 0 = Sunday
@@ -235,15 +236,17 @@ class _Fields:
         def chosen(values):
             return None if values == ["*"] else frozenset(values)
 
-        return cls(tuple(sorted(minutes)) if minutes != ["*"] else tuple(range(60)),
-                   tuple(sorted(hours)) if hours != ["*"] else tuple(range(24)),
-                   chosen(days), chosen(months), chosen(weekdays), {k: set(v) for k, v in nth.items()})
+        def every(values, count):
+            return range(count) if values == ["*"] else sorted(values)
+
+        times = tuple(time(h, m) for h in every(hours, 24) for m in every(minutes, 60))
+        return cls(times, chosen(days), chosen(months), chosen(weekdays), {k: set(v) for k, v in nth.items()})
 
     def runs_on(self, day: date) -> bool:
         """Whether `day` is one of the expression's days, by croniter's rules (the module's docstring)."""
         if self.months is not None and day.month not in self.months:
             return False
-        last = ((day.replace(day=28) + timedelta(days=4)).replace(day=1) - timedelta(days=1)).day
+        last = monthrange(day.year, day.month)[1]
         by_day = self.days is not None and (day.day in self.days or ("l" in self.days and day.day == last))
         weekday = day.isoweekday() % 7
         occurrences = self.nth.get(weekday)
@@ -256,9 +259,7 @@ class _Fields:
     def walls(self, start: datetime, forward: bool):
         """The wall times matching the fields, from `start` (naive, included) forward or backward, in order,
         for MAX_DAYS days."""
-        times = [time(h, m) for h in self.hours for m in self.minutes]
-        if not forward:
-            times.reverse()
+        times = self.times if forward else self.times[::-1]
         day, one = start.date(), timedelta(days=1 if forward else -1)
         for _ in range(MAX_DAYS):
             if self.runs_on(day):

@@ -81,8 +81,7 @@ def search(store, state: str | None = None, queue: str | None = None, key: str |
     from queuectl.api.jobs import matching_total
 
     f = job_filter(state, queue, key, after, text, id_prefix)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PAGE_MOST:
-        raise InvalidInput(f"limit must be a whole number from 1 to {PAGE_MOST}, not {limit!r}")
+    check_whole(limit, "limit", low=1, high=PAGE_MOST)
     if before is not None:
         check_whole(before, "before (a job's seq)", low=1)
     jobs = store.find_jobs(f, before, limit)

@@ -58,7 +58,8 @@ class Units:
         no such worker (and then systemd is not asked) or without systemd."""
         from queuectl import procs
 
-        here = [w.info for w in workers if w.info.unit and w.info.host == procs.hostname()]
+        host = procs.hostname()
+        here = [w.info for w in workers if w.info.unit and w.info.host == host]
         if not here:
             return {}
         by_unit = self._read(tuple(sorted({info.unit for info in here})))
