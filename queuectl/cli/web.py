@@ -20,19 +20,24 @@ from queuectl.errors import InvalidInput
               " when the request comes from this host: a reverse proxy that signs users in. Needs --users.")
 @click.option("--read-only", flag_value=True, default=None, help="No actions for anyone, whatever their role.")
 @click.option("--interval", metavar="SECONDS", help="How often the pages read the queue [default: 3s].")
+@click.option("--allow-host", metavar="NAME", multiple=True, help="Answer requests for this host name too (a"
+              " reverse proxy's public name, this host's name; .example.org: it and its subdomains); repeatable."
+              " Loopback's names and the bound address are always answered, any other is refused (421).")
 @pass_app
 def web(app, **options):
     """Serve the dashboard: the queue live in a browser, with actions for operators.
 
     Pages: the overview at /, jobs at /jobs (?state=dead&queue=build), a job at /jobs/ID, and
     /queues, /workers, /schedules. Options not given come from the [web] section of the site
-    configuration file (bind, url-prefix, users, user-header, read-only, interval). Runs in the
-    foreground until Ctrl+C or SIGTERM. Exits 78 when asked to listen beyond loopback without users.
+    configuration file (bind, url-prefix, users, user-header, read-only, interval, hosts for
+    --allow-host). Runs in the foreground until Ctrl+C or SIGTERM. Exits 78 when asked to listen
+    beyond loopback without users.
 
     \b
     Examples:
       queuectl web
-      queuectl web --bind 0.0.0.0:8765 --users /etc/queuectl/web-users --url-prefix /queuectl
+      queuectl web --bind 0.0.0.0:8765 --users /etc/queuectl/web-users --allow-host queue.example.org
+      queuectl web --url-prefix /queuectl --users /etc/queuectl/web-users --allow-host queue.example.org
     """
     from queuectl.errors import InvalidConfig
 
@@ -51,6 +56,7 @@ def _serve(app, options) -> None:
 
     _need_libraries()
     from queuectl.web import app as dashboard
+    from queuectl.web.hosts import Allowed
     from queuectl.web.reads import Connections
     from queuectl.web.serve import serve, where_to_listen
 
@@ -73,8 +79,11 @@ def _serve(app, options) -> None:
     def say(line: str) -> None:
         click.echo(f"queuectl web: {line}", err=True)
 
-    serve(cfg, dashboard.create_app(cfg, connections, known), say, at_exit=lambda: say(connections.summary()),
-          listen=listen)
+    # The names it answers to: its bind's (the name as given, and the address it resolved to) or, under
+    # socket activation, the sockets' addresses, with the configured ones.
+    allowed = Allowed.served(cfg.hosts, [host for host, _ in listen.addresses] + ([] if listen.passed else [cfg.host]))
+    serve(cfg, dashboard.create_app(cfg, connections, known, allowed, say), say,
+          at_exit=lambda: say(connections.summary()), listen=listen, answers=allowed.listed())
 
 
 def _need_libraries() -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from queuectl.errors import (Conflict, DatabaseUnavailable, InvalidConfig, InvalidInput, NotFound, PermissionDenied,
                              QueuectlError)
-from queuectl.web import security
-from queuectl.web.config import WebConfig, is_loopback
+from queuectl.web import hosts, security
+from queuectl.web.config import WebConfig
 
 HERE = Path(__file__).resolve().parent
 #: HTTP statuses of domain errors, most specific class first.
@@ -62,8 +62,10 @@ class Prefixed:
         return self.app(environ, start_response)
 
 
-def create_app(cfg: WebConfig, connections, users: dict | None):
-    """Return the dashboard's WSGI application (see the module's docstring)."""
+def create_app(cfg: WebConfig, connections, users: dict | None, allowed: hosts.Allowed | None = None, say=None):
+    """Return the dashboard's WSGI application (see the module's docstring), answering to the `allowed` host
+    names only (default: those of `cfg`'s bind and hosts; queuectl.web.hosts); `say(line)` logs each refused
+    host name once (default: to stderr)."""
     from flask import Flask, g, request
 
     from queuectl.web import actions, pages
@@ -92,7 +94,8 @@ def create_app(cfg: WebConfig, connections, users: dict | None):
             if not g.may_act:
                 raise PermissionDenied("refused: your role may only look" if not cfg.read_only
                                        else "refused: this dashboard is read-only")
-            security.check_post(key, user, request.form.get(security.FIELD), request.headers)
+            security.check_post(key, user, request.form.get(security.FIELD), request.headers,
+                                hosts.asked_host(request.environ))
         return None
 
     @app.after_request
@@ -130,7 +133,8 @@ def create_app(cfg: WebConfig, connections, users: dict | None):
 
     pages.register(app)
     actions.register(app)
-    app.wsgi_app = Prefixed(app.wsgi_app, cfg.prefix)
+    allowed = allowed or hosts.Allowed.served(cfg.hosts, [cfg.host])
+    app.wsgi_app = hosts.HostCheck(Prefixed(app.wsgi_app, cfg.prefix), allowed, wants_json, say)
     return app
 
 
@@ -141,7 +145,7 @@ def _user(cfg: WebConfig, users: dict | None, checker, request) -> tuple[str | N
     host (the proxy's side); else HTTP Basic authentication against the users file; with no users file
     everyone is "anonymous", a viewer. Raises PermissionDenied for a header's user not in the file.
     """
-    if cfg.user_header and is_loopback(request.remote_addr or ""):
+    if cfg.user_header and hosts.from_proxy(request.environ):
         name = request.headers.get(cfg.user_header)
         if name:
             user = (users or {}).get(name)
@@ -174,9 +178,18 @@ def error(status: int, message: str):
     prefers JSON, else the error page; `message` is already fit to print."""
     from flask import make_response, render_template, request
 
-    if request.accept_mimetypes.best == "application/json" or request.path.endswith(".json"):
+    if wants_json(request.environ):
         return make_response({"error": message}, status)
     return make_response(render_template("error.html", status=status, message=message), status)
+
+
+def wants_json(environ) -> bool:
+    """Whether an answer to the request is JSON: a .json address, or a client that prefers JSON."""
+    from werkzeug.datastructures import MIMEAccept
+    from werkzeug.http import parse_accept_header
+
+    return (environ.get("PATH_INFO", "").endswith(".json")
+            or parse_accept_header(environ.get("HTTP_ACCEPT"), MIMEAccept).best == "application/json")
 
 
 def _challenge():

@@ -13,6 +13,7 @@ import re
 from typing import Callable, Mapping, NamedTuple
 
 from queuectl.errors import InvalidConfig, InvalidInput
+from queuectl.web.hosts import parse_names
 
 DEFAULT_BIND = "127.0.0.1:8765"
 #: Seconds between two readings of the queue that every open page shares (the pages refresh as often).
@@ -26,8 +27,9 @@ _HEADER = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 class WebConfig(NamedTuple):
     """Where the dashboard listens (`host`, `port`), its URL `prefix` ("" or "/a/b"), the users file
     (`users`: a path, or None: nobody signs in and everyone on this host may look), the trusted reverse
-    proxy's user header (`user_header`, or None), `read_only` (no one may act, whatever their role) and
-    `interval` (seconds between the shared readings of the queue)."""
+    proxy's user header (`user_header`, or None), `read_only` (no one may act, whatever their role),
+    `interval` (seconds between the shared readings of the queue) and `hosts` (the host names it answers to
+    besides loopback's and its address's, canonical: queuectl.web.hosts)."""
 
     host: str = "127.0.0.1"
     port: int = 8765
@@ -36,6 +38,7 @@ class WebConfig(NamedTuple):
     user_header: str | None = None
     read_only: bool = False
     interval: float = DEFAULT_INTERVAL
+    hosts: tuple[str, ...] = ()
 
     @property
     def origin(self) -> str:
@@ -98,14 +101,21 @@ def parse_interval(raw) -> float:
 
 
 class Option(NamedTuple):
-    """One setting: its `key` in the [web] section (the option is --KEY, its parameter KEY with "_"), the
-    WebConfig `fields` its value fills (two for a pair: bind's host and port), its `parse` (the raw value to
-    the value; raises InvalidInput) and its `default` (already parsed)."""
+    """One setting: its `key` in the [web] section (the option is --KEY, its parameter KEY with "_", unless
+    `option` names another: --allow-host for hosts), the WebConfig `fields` its value fills (two for a pair:
+    bind's host and port), its `parse` (the raw value to the value; raises InvalidInput) and its `default`
+    (already parsed)."""
 
     key: str
     fields: tuple[str, ...]
     parse: Callable[[object], object]
     default: object
+    option: str | None = None
+
+    @property
+    def param(self) -> str:
+        """The command's parameter of the option (allow_host for --allow-host)."""
+        return (self.option or self.key).replace("-", "_")
 
 
 #: The settings, each the [web] key and the option of the same name (docs/web.md's table says them).
@@ -116,6 +126,7 @@ OPTIONS = (
     Option("user-header", ("user_header",), parse_header, None),  # the trusted reverse proxy's user header
     Option("read-only", ("read_only",), parse_yes_no, False),  # no actions for anyone
     Option("interval", ("interval",), parse_interval, DEFAULT_INTERVAL),  # seconds between shared readings
+    Option("hosts", ("hosts",), parse_names, (), "allow-host"),  # host names answered (repeated, or a list)
 )
 #: The [web] keys of the site configuration file, each the option of the same name.
 KEYS = tuple(option.key for option in OPTIONS)
@@ -130,7 +141,8 @@ def load(options: Mapping[str, object], site: Mapping[str, str], where: str = "t
         raise InvalidConfig(f"{where}: unknown [web] {', '.join(unknown)}; the keys are {', '.join(KEYS)}")
     fields = {}
     for option in OPTIONS:
-        given = options.get(option.key.replace("-", "_"))
+        given = options.get(option.param)
+        given = None if given == () else given  # a repeatable option given no time
         raw = given if given is not None else site.get(option.key)
         value = option.default
         if raw is not None:

@@ -37,19 +37,19 @@ def csrf_token(key: bytes, user: str) -> str:
     return hmac.new(key, b"csrf\0" + user.encode(), hashlib.sha256).hexdigest()
 
 
-def check_post(key: bytes, user: str, token: str | None, headers) -> None:
+def check_post(key: bytes, user: str, token: str | None, headers, host: str) -> None:
     """Refuse a state change that is not this user's, from this origin: raises PermissionDenied saying why.
 
-    `headers`: the request's (a mapping, case-insensitive as Werkzeug's). A non-browser client (curl)
-    sends neither Sec-Fetch-Site nor Origin and is held by the token alone.
+    `headers`: the request's (a mapping, case-insensitive as Werkzeug's); `host`: the host[:port] the client
+    asked for (queuectl.web.hosts.asked_host). A non-browser client (curl) sends neither Sec-Fetch-Site nor
+    Origin and is held by the token alone.
     """
     site = headers.get("Sec-Fetch-Site")
     if site is not None and site != "same-origin":
         raise PermissionDenied(f"refused: a change from another site (Sec-Fetch-Site: {site})")
     origin = headers.get("Origin")
     if origin is not None:
-        host = headers.get("X-Forwarded-Host") or headers.get("Host") or ""
-        if origin == "null" or urlsplit(origin).netloc.lower() != host.split(",")[0].strip().lower():
+        if origin == "null" or urlsplit(origin).netloc.lower() != host.lower():
             raise PermissionDenied("refused: a change from another origin")
     if not token or not hmac.compare_digest(token, csrf_token(key, user)):
         raise PermissionDenied("refused: the form's token is missing or stale; load the page again")

@@ -121,17 +121,18 @@ def where_to_listen(cfg: WebConfig, environ=os.environ) -> Listen:
     return Listen([(host, port)], False)
 
 
-def serve(cfg: WebConfig, app, say, at_exit=None, listen: Listen | None = None) -> None:
+def serve(cfg: WebConfig, app, say, at_exit=None, listen: Listen | None = None, answers: str = "") -> None:
     """Serve `app` until SIGTERM, SIGINT or SIGHUP (each a graceful stop) where `listen` says (default:
     where_to_listen(cfg), which raises what it raises: InvalidConfig for an address beyond loopback without
-    users, exit 78, and QueuectlError for one in use); `say(line)` prints a line for the operator, and
-    `at_exit()` (if given) runs in the serving process as it stops."""
+    users, exit 78, and QueuectlError for one in use); `say(line)` prints a line for the operator (naming
+    the host names the app `answers` to, if given), and `at_exit()` (if given) runs in the serving process
+    as it stops."""
     from gunicorn.app.base import BaseApplication
 
     listen = listen or where_to_listen(cfg)
     origins = [WebConfig(host, port).origin for host, port in listen.addresses]
     where = ", ".join(f"http://{origin}{cfg.prefix}/" for origin in origins) + (" (from systemd)" if listen.passed else "")
-    say(f"serving the dashboard on {where}"
+    say(f"serving the dashboard on {where}" + (f" for host names {answers}" if answers else "") +
         f" ({'users of ' + cfg.users if cfg.users else 'no users: read-only, for whoever can reach it'})")
 
     class Dashboard(BaseApplication):

@@ -54,17 +54,18 @@ def token_in(body: bytes) -> str:
 
 class Dashboard:
     """`create_app` on the database `db` with `cfg` (WebConfig's fields); `users`: a users file (True: one of
-    USERS made in `tmp_path`), or None; `units`: the worker units' reader (queuectl.web.reads.Connections).
-    `client` is Flask's test client; `connections` the app's."""
+    USERS made in `tmp_path`), or None; `units`: the worker units' reader (queuectl.web.reads.Connections);
+    `say`: what logs a refused host name (create_app). `client` is Flask's test client; `connections` the
+    app's."""
 
-    def __init__(self, db: str, tmp_path, users: bool | str = True, open_store=None, units=None, **cfg):
+    def __init__(self, db: str, tmp_path, users: bool | str = True, open_store=None, units=None, say=None, **cfg):
         Database(db, "test").store().close()  # made, as `queuectl web` makes it before serving
         if users is True:
             users = users_file(tmp_path / "web-users")
         self.cfg = WebConfig(users=users or None, **cfg)
         opener = open_store or (lambda read_only: Database(db, "test").store(read_only=read_only))
         self.connections = Connections(opener, self.cfg.interval, units=units)
-        self.app = create_app(self.cfg, self.connections, load(users) if users else None)
+        self.app = create_app(self.cfg, self.connections, load(users) if users else None, say=say)
         self.client = self.app.test_client()
 
     def get(self, path: str, user: str | None = "olga", **kw):

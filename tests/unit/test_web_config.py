@@ -32,9 +32,10 @@ def test_each_option_is_parsed():
 
 def test_the_site_file_s_web_keys_and_options_over_them():
     site = {"bind": "127.0.0.1:9000", "url-prefix": "/queuectl", "users": "/etc/queuectl/web-users",
-            "user-header": "X-User", "read-only": "yes", "interval": "10"}
+            "user-header": "X-User", "read-only": "yes", "interval": "10", "hosts": "queue.example.org"}
     from_file = config.load({}, site, "/etc/queuectl/queuectl.conf")
-    assert from_file == WebConfig("127.0.0.1", 9000, "/queuectl", "/etc/queuectl/web-users", "X-User", True, 10.0)
+    assert from_file == WebConfig("127.0.0.1", 9000, "/queuectl", "/etc/queuectl/web-users", "X-User", True, 10.0,
+                                  ("queue.example.org",))
     over = config.load({"bind": "127.0.0.2:9001", "url_prefix": "/other", "read_only": None, "interval": "2"}, site)
     assert (over.host, over.port, over.prefix, over.read_only, over.interval) == ("127.0.0.2", 9001, "/other", True, 2.0)
     assert config.load({}, {"read-only": "off"}).read_only is False
@@ -55,13 +56,16 @@ BAD = [
     ("interval", "0.5", "an interval is 1 to 60 seconds, got '0.5'"),
     ("interval", "61", "an interval is 1 to 60 seconds, got '61'"),
     ("interval", "2m", "an interval is 1 to 60 seconds, got '2m'"),
+    ("hosts", "*", "a host name to answer is a DNS name (queue.example.org; .example.org for it and its subdomains)"
+                   " or an IP address, without scheme, port or '*', got '*'"),
 ]
 
 
 @pytest.mark.parametrize("key, value, message", BAD)
 def test_a_bad_option_is_invalid_input_and_a_bad_file_value_invalid_config(key, value, message):
+    [param] = [option.param for option in config.OPTIONS if option.key == key]
     with pytest.raises(InvalidInput) as option:
-        config.load({key.replace("-", "_"): value}, {})
+        config.load({param: (value,) if key == "hosts" else value}, {})
     assert not isinstance(option.value, InvalidConfig) and message in str(option.value)
     with pytest.raises(InvalidConfig) as in_file:
         config.load({}, {key: value}, "/etc/q.conf")
@@ -78,7 +82,7 @@ def test_an_unknown_web_key_is_named_with_the_keys():
     with pytest.raises(InvalidConfig) as e:
         config.load({}, {"port": "80", "bind": "127.0.0.1:80"}, "/etc/q.conf")
     assert str(e.value) == ("/etc/q.conf: unknown [web] port; the keys are bind, url-prefix, users, user-header,"
-                            " read-only, interval")
+                            " read-only, interval, hosts")
 
 
 def test_exposure_is_judged_on_addresses_never_on_names():
@@ -180,4 +184,4 @@ def test_each_option_fills_its_fields_and_is_documented():
         pytest.skip("docs/ is not beside the tests (the package build copies the tests alone)")
     table = page.read_text()
     for option in config.OPTIONS:
-        assert f"| `{option.key}` (`--{option.key}" in table, option.key
+        assert f"| `{option.key}` (`--{option.option or option.key}" in table, option.key
