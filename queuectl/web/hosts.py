@@ -16,9 +16,8 @@ and its subdomains. Ports are not compared: the rule is on names, which rebindin
 tunnel to another local port (`ssh -L 9000:127.0.0.1:8765`) must work.
 
 Not werkzeug's host_is_trusted nor Flask's TRUSTED_HOSTS: Flask 2.2 (Debian 12) has no TRUSTED_HOSTS, and
-werkzeug's rule differs from version to version (3.2 allows every host for an empty list), compares names
-by case, and compares an IPv6 address by what precedes its first colon (`[`), so any IPv6 host matched
-`[::1]`.
+werkzeug's rule is not the same in Debian 12's 2.2 and PyPI's 3.1, compares names with their case
+("LOCALHOST" is not "localhost"), and in 3.1 matches no IPv6 address ("[::1]:80" is not "[::1]").
 """
 
 from __future__ import annotations

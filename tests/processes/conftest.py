@@ -12,6 +12,7 @@ import pytest
 from conftest import require, require_postgres
 from support.figures import report_figures
 from support.pgbouncer import PgBouncer
+from support.webserver import WebServer, users_file
 
 
 @pytest.fixture
@@ -51,6 +52,32 @@ def no_command_left_running():
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+
+
+@pytest.fixture
+def users(tmp_path) -> str:
+    """A users file of support.webserver.USERS."""
+    return users_file(tmp_path / "web-users")
+
+
+@pytest.fixture
+def web(db, tmp_path):
+    """Start `queuectl web` on `db` (support.webserver.WebServer's arguments); each is stopped at the end and must
+    exit 0 within bounds."""
+    started = []
+
+    def start(*args, **kw) -> WebServer:
+        server = WebServer(db, tmp_path, *args, **kw)
+        started.append(server)
+        return server.start()
+
+    yield start
+    try:
+        for server in started:
+            server.stop()
+    finally:
+        for server in started:
+            server.kill()  # those a failed stop left
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import QUEUECTL, SQLITE_ONLY, queuectl, require, snapshot, wait_for
 from support import browser as chromium
-from support.webserver import USERS, WebServer, request, users_file
+from support.webserver import USERS, WebServer, request
 
 XSS = ("<script>window.__xss=1</script>", '"><img src=x onerror="window.__xss=2">')
 #: Seconds a page may take to show what the queue did (the server reads the queue every second).
@@ -48,30 +48,6 @@ def browser(request, shots):
     b = chromium.Browser(shots, request.node.name)
     yield b
     b.close()
-
-
-@pytest.fixture
-def users(tmp_path) -> str:
-    return users_file(tmp_path / "web-users")
-
-
-@pytest.fixture
-def web(db, tmp_path):
-    """Start `queuectl web` (WebServer's arguments); each is stopped at the end and must exit 0 within bounds."""
-    started = []
-
-    def start(*args, **kw) -> WebServer:
-        server = WebServer(db, tmp_path, *args, **kw)
-        started.append(server)
-        return server.start()
-
-    yield start
-    try:
-        for server in started:
-            server.stop()
-    finally:
-        for server in started:
-            server.kill()  # those a failed stop left
 
 
 def enqueue(db: str, **job) -> str:
@@ -536,3 +512,65 @@ def test_a_job_s_page_shows_its_attempts(db, web, users, browser):
     rows = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
             for row in browser.driver.find_elements(By.CSS_SELECTOR, "#attempts tr[data-attempt]")]
     assert [(r[0], r[1], r[5], r[6]) for r in rows] == [("1", "dead", "3", "exit code 3")]
+
+
+@SQLITE_ONLY  # the browser's doing: the engine does not matter
+def test_under_an_allowed_name_everything_works_and_a_rebound_name_reads_nothing(db, web, users, shots, request,
+                                                                                 workers, tmp_path):
+    """DNS rebinding as the browser lives it: two names that resolve to this host (chromium's resolver rules, no
+    DNS), one given with --allow-host and one not, as a page that re-pointed its own name at 127.0.0.1 would
+    have it. Under the allowed name the pages, the live refresh, a running job's output and an action work;
+    under the other, the page and its own script's reads (same-origin for the browser) get 421 and nothing,
+    with the operator's credentials sent all along."""
+    from selenium.webdriver.common.by import By
+
+    from support import webserver
+
+    require(chromium.missing(), "processes")
+    rules = "MAP queue.test 127.0.0.1, MAP rebind.test 127.0.0.1"
+    b = chromium.Browser(shots, request.node.name, (f"--host-resolver-rules={rules}",))
+    try:
+        dead = make_dead(db)
+        gate = tmp_path / "gate"
+        running = enqueue(db, command=f"echo first line; until [ -e {gate} ]; do sleep 0.05; done")
+        server = web("--allow-host", "queue.test", users=users)
+        b.sign_in("olga", USERS["olga"][1])
+        allowed, rebound = f"http://queue.test:{server.port}", f"http://rebind.test:{server.port}"
+        workers.start()
+        wait_for(lambda: state_of(db, running) == "processing", message="the job to run")
+        b.visit(allowed + "/", "allowed-overview")
+        expected = status_counts(db)
+        b.wait(lambda d: shown_counts(d) == expected, SHOWN, f"the overview to show {expected}")
+        enqueue(db, command="true", queue="later", delay=3600)
+        expected = wait_for(lambda: (c := status_counts(db)).get("later") and c, message="the delayed job")
+        b.wait(lambda d: shown_counts(d) == expected, SHOWN, "the live refresh to show the new job")
+        b.visit(f"{allowed}/jobs/{running}", "allowed-output")
+        stdout = b.driver.find_element(By.ID, "stdout")
+        b.wait(lambda d: stdout.text == "first line", SHOWN, "the running job's output to show")
+        b.visit(f"{allowed}/jobs/{dead}", "allowed-action")
+        b.driver.find_element(By.XPATH, "//form[contains(@action, '/retry')]/button").click()
+        said = b.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "p.said"), SHOWN, "the page to say what happened")
+        assert said[0].text.startswith(f"job {dead} retried")
+        assert urlsplit(b.driver.current_url).netloc == f"queue.test:{server.port}"
+        # The rebound name: the page, and what its own script reads as its origin.
+        b.visit(f"{rebound}/jobs/{running}", "rebound-job")
+        page = b.driver.page_source
+        assert "does not answer to the host name rebind.test" in page, page
+        assert running not in page and "first line" not in page and "<table" not in page
+        reads = b.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            Promise.all(arguments[0].map(p => fetch(p, {credentials: 'same-origin'})
+                .then(async r => [r.status, await r.text()])))
+              .then(done, e => done(String(e)));""",
+            [f"/jobs/{running}/output.json", "/?part=live", "/jobs", f"/jobs/{dead}"])
+        for status, body in reads:
+            assert status == 421 and running not in body and dead not in body and "first line" not in body, body
+        # A raw request naming the rebound host, as a script that is no browser sends it.
+        status, _, body = webserver.request(f"http://127.0.0.1:{server.port}/jobs/{running}", user="olga",
+                                  headers={"Host": f"rebind.test:{server.port}"})
+        assert status == 421 and running not in body
+        lines = [line for line in server.log().splitlines() if "refusing requests for host rebind.test:" in line]
+        assert len(lines) == 1, server.log()
+    finally:
+        gate.touch()
+        b.close()

@@ -150,17 +150,18 @@ def proxied(db, tmp_path):
     """Start (dashboard, nginx) for `mode` "password" (the dashboard checks passwords) or "header" (nginx does)."""
     started = []
 
-    def start(mode: str):
+    def start(mode: str, *extra: str):
+        """`extra`: more arguments of `queuectl web`."""
         header = mode == "header"
         if header:  # users who sign in at nginx alone (hash '-')
             (tmp_path / "web-users").write_text("".join(f"{name}:{role}:-\n" for name, (role, _) in USERS.items()))
         users = str(tmp_path / "web-users") if header else users_file(tmp_path / "web-users")
-        web = WebServer(db, tmp_path, *(["--user-header", "X-Remote-User"] if header else []), prefix=PREFIX,
+        web = WebServer(db, tmp_path, *(["--user-header", "X-Remote-User"] if header else []), *extra, prefix=PREFIX,
                         users=users)
         started.append(web.start())
         port = free_port()
         block = server_block(port, web.port, htpasswd(tmp_path / "htpasswd") if header else None)
-        proxy = Nginx(tmp_path / "nginx", block, port)
+        proxy = Nginx(tmp_path / f"nginx-{port}", block, port)
         started.append(proxy)
         return web, proxy
 
@@ -169,12 +170,14 @@ def proxied(db, tmp_path):
         process.stop()
 
 
-def crawl(port: int, user: str) -> dict[str, str]:
-    """GET every page of PAGES through nginx under the prefix, then every link they hold once; return {path: body}
-    of the pages. Each answers 200 and every link stays under the prefix."""
+def crawl(port: int, user: str, host: str | None = None) -> dict[str, str]:
+    """GET every page of PAGES through nginx under the prefix (asking for `host`, if given, as a browser that
+    typed that name), then every link they hold once; return {path: body} of the pages. Each answers 200 and
+    every link stays under the prefix."""
+    named = {"Host": host} if host else {}
     bodies, seen = {}, set()
     for page in PAGES:
-        status, headers, body = fetch(port, PREFIX + page, user)
+        status, headers, body = fetch(port, PREFIX + page, user, headers=named)
         assert status == 200, (page, status, body[:300])
         bodies[page] = body
         for link in parsed(body).links if headers["content-type"].startswith("text/html") else []:
@@ -183,9 +186,9 @@ def crawl(port: int, user: str) -> dict[str, str]:
             seen.add(target.path + (f"?{target.query}" if target.query else ""))
     for path in sorted(seen):
         if re.search(r"/(retry|cancel|pause|resume)$", path.split("?")[0]):  # a form's action: a POST, below
-            assert fetch(port, path, user)[0] in (404, 405), path  # a GET changes nothing
+            assert fetch(port, path, user, headers=named)[0] in (404, 405), path  # a GET changes nothing
             continue
-        status, _, body = fetch(port, path, user)
+        status, _, body = fetch(port, path, user, headers=named)
         assert status == 200, (path, status, body[:300])
     assert any("/jobs/" in p for p in seen) and any(p.endswith(".css") for p in seen)
     return bodies
@@ -242,3 +245,25 @@ def test_with_the_optional_lines_nginx_signs_users_in_and_names_them_in_x_remote
     # The dashboard itself, reached directly from this host, takes the header as nginx would send it.
     assert request(web.url + "/", headers={"X-Remote-User": "victor"})[0] == 200
     assert request(web.url + "/", headers={"X-Remote-User": "mallory"})[0] == 403
+
+
+def test_the_public_name_is_answered_once_allowed_and_refused_before(db, proxied):
+    """nginx passes the name the browser typed (Host $http_host): the dashboard refuses it (421, nothing of the
+    queue) until it is allowed, as docs/web.md's command line does with --allow-host; then every page and an
+    operator's action work under it."""
+    public = "queue.example.org"
+    web, proxy = proxied("password")
+    host = f"{public}:{proxy.port}"
+    for page in PAGES:
+        status, _, body = fetch(proxy.port, PREFIX + page, "olga", headers={"Host": host})
+        assert status == 421 and JOB not in body and "<b>x" not in body, (page, status, body[:300])
+        assert f"does not answer to the host name {public}" in body
+    assert sum(f"refusing requests for host {public}:" in line for line in web.log().splitlines()) == 1, web.log()
+    web, proxy = proxied("password", "--allow-host", public)
+    host = f"{public}:{proxy.port}"
+    crawl(proxy.port, "olga", host)
+    [token] = parsed(fetch(proxy.port, f"{PREFIX}/jobs/{JOB}", "olga", headers={"Host": host})[2]).tokens
+    status, headers, _ = post(proxy.port, f"/jobs/{JOB}/retry", "olga", token, origin=f"http://{host}", Host=host)
+    assert status == 303, web.log()
+    assert state(db, JOB) == "pending"
+    assert "refusing requests" not in web.log()

@@ -52,16 +52,17 @@ def artifacts_dir(base: Path) -> Path:
 
 class Browser:
     """A headless chromium (see the module's docstring); `driver` is Selenium's WebDriver, `close` quits it.
-    Screenshots go to `shots`, each named by the test's `name` and a counter."""
+    Screenshots go to `shots`, each named by the test's `name` and a counter; `arguments` are chromium's own
+    beyond ARGUMENTS (e.g. --host-resolver-rules: names that resolve to this host, with no DNS)."""
 
-    def __init__(self, shots: Path, name: str):
+    def __init__(self, shots: Path, name: str, arguments: tuple[str, ...] = ()):
         os.environ["SE_OFFLINE"] = "true"  # Selenium Manager: never download a driver or a browser
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
         options = webdriver.ChromeOptions()
         options.binary_location = CHROMIUM
-        for argument in ARGUMENTS:
+        for argument in (*ARGUMENTS, *arguments):
             options.add_argument(argument)
         options.add_argument(f"--window-size={WINDOW[0]},{WINDOW[1]}")
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})

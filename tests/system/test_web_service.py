@@ -22,11 +22,14 @@ URL = "http://127.0.0.1:8765/"
 USERS = "/etc/queuectl/web-users"
 CONF = "/etc/queuectl/queuectl.conf"
 #: GET argv[1] (or POST the form argv[2] to it) with Debian's python3 inside the container (curl is not
-#: in a minimal Debian 13); "USER:PASSWORD" on stdin, if any, as HTTP Basic credentials. Prints the
-#: status, a newline, the body (after redirects).
+#: in a minimal Debian 13); "USER:PASSWORD" on stdin, if any, as HTTP Basic credentials; $REQUEST_HOST, if
+#: set, as the Host header (the name a browser would have typed). Prints the status, a newline, the body
+#: (after redirects).
 REQUEST = """
-import base64, sys, urllib.error, urllib.request
+import base64, os, sys, urllib.error, urllib.request
 request = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode() if len(sys.argv) > 2 else None)
+if os.environ.get("REQUEST_HOST"):
+    request.add_header("Host", os.environ["REQUEST_HOST"])
 credentials = sys.stdin.read()
 if credentials:
     request.add_header("Authorization", "Basic " + base64.b64encode(credentials.encode()).decode())
@@ -59,10 +62,12 @@ def host(booted, deb):
     c.run("systemctl", "stop", SOCKET, SERVICE, check=False, timeout=60)  # the host's port, shared, is freed
 
 
-def get(c, url: str = URL, credentials: str = "", form: dict[str, str] | None = None) -> tuple[int, str]:
-    """GET `url` (POST `form` to it, if given) from inside the container: (status, body)."""
+def get(c, url: str = URL, credentials: str = "", form: dict[str, str] | None = None,
+        host: str | None = None) -> tuple[int, str]:
+    """GET `url` (POST `form` to it, if given) from inside the container, naming `host` if given: (status, body)."""
     body = [urllib.parse.urlencode(form)] if form is not None else []
-    out = c.run("python3", "-c", REQUEST, url, *body, input=credentials, timeout=60).stdout
+    out = c.run("python3", "-c", REQUEST, url, *body, input=credentials, timeout=60,
+                env={"REQUEST_HOST": host} if host else None).stdout
     status, _, body = out.partition("\n")
     return int(status), body
 
@@ -143,6 +148,26 @@ def test_stop_ends_the_service_cleanly_and_the_socket_starts_it_again(host):
     assert c.show(SOCKET, "SubState")["SubState"] == "listening"
     assert get(c, credentials="alice:correct horse")[0] == 200
     assert state(c)["ActiveState"] == "active"
+
+
+def test_the_socket_activated_service_answers_the_configured_name_and_no_other(host):
+    """[web] hosts = in the site file names the public name: with the socket's address, the names the service
+    answers to (its first line lists them); another name gets 421 and nothing of the queue, and the journal
+    names it once."""
+    c, alice = host, "alice:correct horse"
+    c.run("sh", "-c", f"printf 'hosts = queue.example.test\\n' >> {CONF}")  # [web] is the file's last section
+    c.run("systemctl", "stop", SERVICE, timeout=60)
+    status, body = get(c, URL + "jobs/from-carol", alice, host="queue.example.test:8765")
+    assert status == 200 and "from-carol" in body, (status, body[:2000])  # the socket started it again
+    for _ in range(2):
+        status, body = get(c, URL + "jobs/from-carol", alice, host="rebind.example.test:8765")
+        assert status == 421 and "from-carol" not in body and "<table" not in body, (status, body[:2000])
+        assert "does not answer to the host name rebind.example.test" in body
+    assert get(c, URL + "jobs", alice)[0] == 200  # 127.0.0.1, the socket's own address
+    journal = c.journal(SERVICE)
+    assert sum("refusing requests for host rebind.example.test:" in line for line in journal.splitlines()) == 1, journal
+    started = [line for line in journal.splitlines() if "(from systemd)" in line][-1]
+    assert "for host names localhost, 127.0.0.1, [::1], queue.example.test (users of" in started, started
 
 
 def test_the_workers_page_shows_a_worker_unit_of_this_host_and_its_state(host):

@@ -19,7 +19,7 @@ from queuectl.models import JobState
 from queuectl.web import config, hosts
 from queuectl.web.hosts import Allowed, canonical, host_of, parse_name, parse_names
 from support import worker_steps as steps
-from support.webapp import Dashboard, auth, token_in
+from support.webapp import Dashboard, token_in
 
 #: What the refused answers must not hold: the dead job's id, command and error, and the page's markup.
 SECRET = "s3cr3t-token"
