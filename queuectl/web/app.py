@@ -1,7 +1,8 @@
 """The dashboard as a WSGI application (Flask): who is asking, what they may do, and the answer's headers.
 
 `create_app` builds it from a WebConfig, the queue's Connections and the users (or None: no one signs
-in, and everyone who reaches it may look and no one may act). The pages are in
+in, and everyone who reaches it may look and no one may act). Before anything else, a request must name a
+host it answers to (queuectl.web.hosts: the DNS rebinding guard). The pages are in
 queuectl.web.pages, the actions in queuectl.web.actions; both call queuectl.api, never the CLI.
 Domain errors become HTTP statuses here, in STATUSES, and nowhere else.
 """
