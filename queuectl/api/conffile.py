@@ -1,15 +1,20 @@
 """The site configuration file, /etc/queuectl/queuectl.conf (INI): the system database and setting defaults.
 
     [queuectl]
-    db = /var/lib/queuectl/queuectl.db        # or a PostgreSQL URI: postgresql://queuectl@dbhost/queuectl
-    worker-db = postgresql://queuectl@dbhost:5432/queuectl   # optional: the workers' own (direct) URI
+    # or a PostgreSQL URI: postgresql://queuectl@dbhost/queuectl
+    db = /var/lib/queuectl/queuectl.db
+    # optional: the workers' own (direct) URI
+    worker-db = postgresql://queuectl@dbhost:5432/queuectl
 
     [defaults]
     max-retries = 5
 
+    # `queuectl web`'s options (queuectl.web.config.KEYS)
     [web]
-    url-prefix = /queuectl                    # `queuectl web`'s options (queuectl.web.config.KEYS)
+    url-prefix = /queuectl
     users = /etc/queuectl/web-users
+
+A comment is a line of its own (configparser's default): a `#` after a value is part of the value.
 
 `db` applies when neither --db nor QUEUECTL_DB is given. `worker-db` is what workers use
 instead of `db` (commands go through a pooler such as PgBouncer, workers need a direct

@@ -9,6 +9,7 @@ Domain errors become HTTP statuses here, in STATUSES, and nowhere else.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -53,9 +54,10 @@ class Prefixed:
                                                           *security.HEADERS.items()])
                 return [b""]
             if not path.startswith(self.prefix + "/"):
-                body = b"not found: this server answers under " + self.prefix.encode() + b"/\n"
-                start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8"),
-                                                 ("Content-Length", str(len(body))),
+                said = f"not found: this server answers under {self.prefix}/"
+                body, kind = ((json.dumps({"error": said}).encode(), "application/json") if wants_json(environ)
+                              else ((said + "\n").encode(), "text/plain; charset=utf-8"))
+                start_response("404 Not Found", [("Content-Type", kind), ("Content-Length", str(len(body))),
                                                  *security.HEADERS.items()])
                 return [body]
             environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + self.prefix

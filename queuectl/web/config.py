@@ -67,12 +67,15 @@ def parse_prefix(text: str) -> str:
 
 
 def is_loopback(address: str) -> bool:
-    """Return whether `address` (an IP address, as a bound socket or a resolution gives it) is a loopback one:
-    127.0.0.0/8 or ::1. A name is not: what it resolves to is (queuectl.web.serve.where_to_listen)."""
+    """Return whether `address` (an IP address, as a bound socket, a peer or a resolution gives it) is a
+    loopback one: 127.0.0.0/8 or ::1, also as an IPv4-mapped IPv6 address (::ffff:127.0.0.1, the peer
+    of a dual-stack socket, which Python before 3.13 does not count). A name is not: what it resolves to is
+    (queuectl.web.serve.where_to_listen)."""
     try:
-        return ipaddress.ip_address(address).is_loopback
+        ip = ipaddress.ip_address(address)
     except ValueError:
         return False
+    return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
 
 
 def parse_header(raw) -> str:
@@ -135,21 +138,25 @@ KEYS = tuple(option.key for option in OPTIONS)
 def load(options: Mapping[str, object], site: Mapping[str, str], where: str = "the site configuration") -> WebConfig:
     """Return the configuration of `options` (the command's, None where not given) over `site` (the [web]
     section, KEY = VALUE), else each OPTIONS default. Raises InvalidInput for a bad option and InvalidConfig
-    for a bad [web] value, or an unknown key there (`where` names the file)."""
+    for a bad [web] value, also one an option overrides (the file is the service's, which gives no options),
+    or an unknown key there (`where` names the file)."""
     unknown = sorted(set(site) - set(KEYS))
     if unknown:
         raise InvalidConfig(f"{where}: unknown [web] {', '.join(unknown)}; the keys are {', '.join(KEYS)}")
     fields = {}
     for option in OPTIONS:
-        given = options.get(option.param)
-        given = None if given == () else given  # a repeatable option given no time
-        raw = given if given is not None else site.get(option.key)
         value = option.default
-        if raw is not None:
+        if option.key in site:
             try:
-                value = option.parse(raw)
+                value = option.parse(site[option.key])
             except InvalidInput as e:
-                raise (e if given is not None else InvalidConfig(f"{where}: [web] {option.key}: {e}")) from None
+                raise InvalidConfig(f"{where}: [web] {option.key}: {e}") from None
+        given = options.get(option.param)
+        if given is not None and given != ():  # () : a repeatable option given no time
+            try:
+                value = option.parse(given)
+            except InvalidInput as e:
+                raise InvalidInput(f"--{option.option or option.key}: {e}") from None
         fields.update(zip(option.fields, value) if len(option.fields) > 1 else [(option.fields[0], value)])
     return WebConfig(**fields)
 

@@ -42,6 +42,8 @@ STATUS = "421 Misdirected Request"
 LOGGED = 100
 #: A DNS name's label (RFC 1123 letters, digits and hyphens; underscores, as some hosts are named).
 _LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+#: A request target in absolute form (scheme://authority...): its authority.
+_ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
 #: A Host header's value: a host (a bracketed IPv6 address or a name without colons) and an optional port.
 _HOST_HEADER = re.compile(r"(\[[^\]]*\]|[^:\[\]]*)(?::([0-9]{0,5}))?")
 
@@ -84,8 +86,9 @@ def host_of(header: str | None) -> str | None:
 
 def parse_name(raw: str) -> str:
     """Return a configured name in canonical form: a DNS name (an internationalised one as IDNA, as browsers
-    send it), `.domain` for the domain and its subdomains, or an IP address. Raises InvalidInput for
-    anything else: a port, a scheme, a path, a `*`."""
+    send it), `.domain` for the domain and its subdomains (two labels at least: `.com` would answer every
+    name anyone can register), or an IP address. Raises InvalidInput for anything else: a port, a scheme, a
+    path, a `*`."""
     text = str(raw).strip()
     domain = text.startswith(".") and not text.startswith("..")
     body = text[1:] if domain else text
@@ -94,9 +97,10 @@ def parse_name(raw: str) -> str:
     except UnicodeError:
         body = ""
     name = canonical(body) if body else None
-    if name is None or (domain and (name.startswith("[") or _is_ipv4(name))):
-        raise InvalidInput(f"a host name to answer is a DNS name (queue.example.org; .example.org for it and its"
-                           f" subdomains) or an IP address, without scheme, port or '*', got {text!r}")
+    if name is None or (domain and (name.startswith("[") or _is_ipv4(name) or "." not in name)):
+        raise InvalidInput(f"a host name to answer is a DNS name (queue.example.org;"
+                           f" .example.org for it and its subdomains, two labels at least) or an IP address,"
+                           f" without scheme, port or '*', got {text!r}")
     return "." + name if domain else name
 
 
@@ -117,19 +121,23 @@ def _is_ipv4(name: str) -> bool:
 
 
 class Allowed(NamedTuple):
-    """The host names the dashboard answers to: exact `names` and `domains` (each with its subdomains)."""
+    """The host names the dashboard answers to: exact `names` and `domains` (each with its subdomains);
+    `anywhere`: it is bound to every address (0.0.0.0 or ::), where the address a request arrived at is the
+    one that says which of this host's addresses it answers to (arrived_at)."""
 
     names: frozenset[str]
     domains: tuple[str, ...]
+    anywhere: bool = False
 
     @classmethod
     def served(cls, configured: Iterable[str] = (), addresses: Iterable[str] = ()) -> "Allowed":
         """Return the names of a dashboard bound to `addresses` (numeric, or the bind's host name as given)
         with the `configured` names (canonical, as parse_names gives them), and LOOPBACK's; an unspecified
         address (0.0.0.0, ::) names nothing."""
-        names, domains = set(LOOPBACK), []
+        names, domains, anywhere = set(LOOPBACK), [], False
         for address in addresses:
             name = canonical(address)
+            anywhere = anywhere or name in UNSPECIFIED
             if name is not None and name not in UNSPECIFIED:
                 names.add(name)
         for name in configured:
@@ -137,7 +145,7 @@ class Allowed(NamedTuple):
                 domains.append(name[1:])
             else:
                 names.add(name)
-        return cls(frozenset(names), tuple(dict.fromkeys(domains)))
+        return cls(frozenset(names), tuple(dict.fromkeys(domains)), anywhere)
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (name in self.names or any(
@@ -146,7 +154,8 @@ class Allowed(NamedTuple):
     def listed(self) -> str:
         """The names, as the start-up line says them: loopback's first, then the others sorted."""
         rest = sorted(self.names - set(LOOPBACK)) + ["." + domain for domain in self.domains]
-        return ", ".join([*LOOPBACK, *rest])
+        listed = ", ".join([*LOOPBACK, *rest])
+        return listed + (", and the address of this host a request arrives at" if self.anywhere else "")
 
 
 def arrived_at(environ) -> str | None:
@@ -197,10 +206,22 @@ class Refused(NamedTuple):
         return f"refused: this dashboard does not answer to the host name {self.name} (its log says how to allow one)"
 
 
+def target_host(environ) -> str | None:
+    """Return the host[:port] of a request target in absolute form (`GET http://name/path`, RFC 9112 §3.2.2,
+    which a server must take over Host; gunicorn passes the target as RAW_URI), or None for the usual
+    origin form (`GET /path`)."""
+    match = _ABSOLUTE.match(environ.get("RAW_URI") or "")
+    return match.group(1).rpartition("@")[2] if match else None
+
+
 def refused(environ, allowed: Allowed) -> Refused | None:
-    """Return why the request is refused (its Host, or a trusted proxy's X-Forwarded-Host, names no host of
-    `allowed` nor the address its connection arrived at), or None if it may go on."""
+    """Return why the request is refused (its Host, a request target's host, or a trusted proxy's
+    X-Forwarded-Host, names no host of `allowed` nor the address its connection arrived at), or None if it
+    may go on."""
     checked = [("Host", environ.get("HTTP_HOST"))]
+    target = target_host(environ)
+    if target is not None:
+        checked.append(("target", target))
     forwarded = forwarded_host(environ)
     if forwarded is not None:
         checked.append(("X-Forwarded-Host", forwarded))

@@ -5,14 +5,16 @@ arrived at, and its log names each refused host once and its first line the name
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import socket
 import subprocess
 
 import pytest
 
 from conftest import QUEUECTL
-from support.webserver import WebServer, request
+from support.webserver import USERS, WebServer, request
 
 SECRET = "s3cr3t-token"
 PATHS = ("/", "/?part=live", "/jobs", "/jobs/j-dead", "/jobs/j-dead/output.json", "/queues", "/workers",
@@ -88,4 +90,43 @@ def test_bound_to_every_address_it_answers_the_address_a_request_arrived_at(web)
     assert get(server, "/jobs/j-dead", f"127.0.0.2:{server.port}", address="127.0.0.2")[0] == 200
     assert_refused(get(server, "/jobs/j-dead", f"127.0.0.3:{server.port}", address="127.0.0.2"), "127.0.0.3")
     assert_refused(get(server, "/jobs/j-dead", f"0.0.0.0:{server.port}"), "0.0.0.0")
-    assert "for host names localhost, 127.0.0.1, [::1] (users of" in server.log()  # 0.0.0.0 names none
+    assert ("for host names localhost, 127.0.0.1, [::1], and the address of this host a request arrives at (users of"
+            in server.log()), server.log()
+
+
+def raw(port: int, lines: list[str]) -> str:
+    """Send one request of `lines` as they are (no client rewrites them) and return the whole answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(("\r\n".join([*lines, "Connection: close", "", ""])).encode())
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    return answer.decode("utf-8", "replace")
+
+
+def test_a_request_target_in_absolute_form_is_judged_by_its_host(web):
+    """`GET http://name/path` (RFC 9112: the target's host is the request's, whatever Host says), which gunicorn
+    serves as /path."""
+    server = web()
+    credentials = "Authorization: Basic " + base64.b64encode(b"olga:" + USERS["olga"][1].encode()).decode()
+    host = f"Host: 127.0.0.1:{server.port}"
+    answer = raw(server.port, ["GET http://rebind.example.test/jobs/j-dead HTTP/1.1", host, credentials])
+    assert answer.startswith("HTTP/1.1 421 ") and SECRET not in answer and "j-dead" not in answer.split("\r\n\r\n")[1]
+    answer = raw(server.port, [f"GET http://localhost:{server.port}/jobs/j-dead HTTP/1.1", host, credentials])
+    assert answer.startswith("HTTP/1.1 200 ") and "j-dead" in answer
+
+
+def test_on_a_dual_stack_socket_an_ipv4_loopback_peer_is_the_proxy_s_side(web):
+    """Bound to [::] (IPv4 peers come as ::ffff:127.0.0.1), the trusted proxy's headers are believed from
+    127.0.0.1 as from ::1: its user header names the user, its X-Forwarded-Host is checked."""
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::", 0))
+    except OSError as e:
+        pytest.skip(f"no IPv6 here: {e.strerror}")
+    server = web("--user-header", "X-Remote-User", host="[::]")
+    url = f"http://127.0.0.1:{server.port}/jobs/j-dead"
+    status, _, body = request(url, headers={"X-Remote-User": "olga"})
+    assert status == 200 and "olga (operator)" in body, (status, body[:300])
+    status, _, body = request(url, headers={"X-Remote-User": "olga", "X-Forwarded-Host": "rebind.example.test"})
+    assert status == 421 and "j-dead" not in body

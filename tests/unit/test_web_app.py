@@ -184,6 +184,11 @@ def test_the_user_header_is_trusted_from_loopback_alone(db, tmp_path, dead):
         assert r.status_code == 401 and snapshot(db) == before
         r = d.client.get("/", headers={"X-Remote-User": "olga", **auth("victor")}, environ_base=far)
         assert r.status_code == 200 and b"victor (viewer" in r.data
+        # A dual-stack socket's IPv4 peer on loopback (::ffff:127.0.0.1) is the proxy's side too.
+        r = d.client.get("/", headers={"X-Remote-User": "olga"}, environ_base={"REMOTE_ADDR": "::ffff:127.0.0.1"})
+        assert r.status_code == 200 and b"olga (operator)" in r.data
+        r = d.client.get("/", headers={"X-Remote-User": "olga"}, environ_base={"REMOTE_ADDR": "::ffff:192.0.2.7"})
+        assert r.status_code == 401
     finally:
         d.close()
 
@@ -196,6 +201,10 @@ def test_the_prefix_middleware(db, tmp_path, dead):
         for outside in ("/", "/jobs", "/q", "/q/", "/q/pp", "/q/pp/", "/static/app.js", f"/jobs/{dead}"):
             r = d.get(outside)
             assert r.status_code == 404 and b"this server answers under /q/p/" in r.data, outside
+            assert r.mimetype == "text/plain"
+        for outside, accept in (("/jobs.json", "*/*"), ("/jobs", "application/json")):  # JSON, as asked
+            r = d.get(outside, headers={"Accept": accept})
+            assert (r.status_code, r.json) == (404, {"error": "not found: this server answers under /q/p/"})
         page = d.get(f"/q/p/jobs/{dead}")
         assert page.status_code == 200
         assert b'href="/q/p/static/style.css"' in page.data and b'src="/q/p/static/app.js"' in page.data

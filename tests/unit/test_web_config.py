@@ -56,20 +56,25 @@ BAD = [
     ("interval", "0.5", "an interval is 1 to 60 seconds, got '0.5'"),
     ("interval", "61", "an interval is 1 to 60 seconds, got '61'"),
     ("interval", "2m", "an interval is 1 to 60 seconds, got '2m'"),
-    ("hosts", "*", "a host name to answer is a DNS name (queue.example.org; .example.org for it and its subdomains)"
-                   " or an IP address, without scheme, port or '*', got '*'"),
+    ("hosts", "*", "a host name to answer is a DNS name (queue.example.org; .example.org"
+                   " for it and its subdomains, two labels at least) or an IP address, without scheme, port or '*',"
+                   " got '*'"),
 ]
 
 
 @pytest.mark.parametrize("key, value, message", BAD)
 def test_a_bad_option_is_invalid_input_and_a_bad_file_value_invalid_config(key, value, message):
-    [param] = [option.param for option in config.OPTIONS if option.key == key]
-    with pytest.raises(InvalidInput) as option:
-        config.load({param: (value,) if key == "hosts" else value}, {})
-    assert not isinstance(option.value, InvalidConfig) and message in str(option.value)
-    with pytest.raises(InvalidConfig) as in_file:
-        config.load({}, {key: value}, "/etc/q.conf")
-    assert str(in_file.value).startswith(f"/etc/q.conf: [web] {key}: ") and message in str(in_file.value)
+    [option] = [option for option in config.OPTIONS if option.key == key]
+    with pytest.raises(InvalidInput) as given:
+        config.load({option.param: (value,) if key == "hosts" else value}, {})
+    assert not isinstance(given.value, InvalidConfig) and message in str(given.value)
+    # The file's value is refused even where an option overrides it: the service gives no options.
+    good = {"bind": "127.0.0.1:9000", "url-prefix": "/q", "user-header": "X-User", "read-only": "yes",
+            "interval": "5", "hosts": ("a.example",)}[key]
+    for options in ({}, {option.param: good}):
+        with pytest.raises(InvalidConfig) as in_file:
+            config.load(options, {key: value}, "/etc/q.conf")
+        assert str(in_file.value).startswith(f"/etc/q.conf: [web] {key}: ") and message in str(in_file.value)
 
 
 def test_an_interval_that_is_no_duration_says_so():
@@ -86,11 +91,11 @@ def test_an_unknown_web_key_is_named_with_the_keys():
 
 
 def test_exposure_is_judged_on_addresses_never_on_names():
-    for address in ("127.0.0.1", "127.1.2.3", "::1"):
+    for address in ("127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"):
         assert config.is_loopback(address), address
         config.check_exposure(address, None)
     # A name (even "localhost") is judged by what it resolves to (test_where_to_listen_...), never by itself.
-    for host in ("0.0.0.0", "::", "10.0.0.1", "localhost", "example.com", "127.0.0.1.example.com"):
+    for host in ("0.0.0.0", "::", "10.0.0.1", "::ffff:10.0.0.1", "localhost", "example.com", "127.0.0.1.example.com"):
         assert not config.is_loopback(host), host
         with pytest.raises(InvalidConfig, match=f"refusing to listen on {host} without users"):
             config.check_exposure(host, None)

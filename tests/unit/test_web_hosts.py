@@ -90,12 +90,13 @@ def test_a_configured_name(raw, name):
 
 
 @pytest.mark.parametrize("raw", ["", "*", "*.example.org", "queue.example.org:443", "http://queue.example.org",
-                                 "queue.example.org/q", ".10.0.0.5", ".[::1]", "..example.org", "a b", "127.1"])
+                                 "queue.example.org/q", ".10.0.0.5", ".[::1]", "..example.org", "a b", "127.1",
+                                 ".com", ".lan", "a.example # a comment"])
 def test_a_bad_configured_name_says_what_a_name_is(raw):
-    with pytest.raises(InvalidInput, match=r"^a host name to answer is a DNS name \(queue\.example\.org; \.example"
-                                           r"\.org for it and its subdomains\) or an IP address, without scheme,"
-                                           r" port or '\*', got "):
-        parse_name(raw)
+    with pytest.raises(InvalidInput, match=r"^a host name to answer is a DNS name"
+                                           r" \(queue\.example\.org; \.example\.org for it and its subdomains, two"
+                                           r" labels at least\) or an IP address, without scheme, port or '\*', got "):
+        parse_names([raw] if "#" not in raw else raw)
 
 
 def test_names_from_options_or_from_one_line_of_the_site_file():
@@ -114,8 +115,10 @@ def test_the_names_served_are_loopback_s_the_bound_address_and_the_configured_on
     for name in ("0.0.0.0", "[::]", "127.0.0.2", "example.org", "evilcorp.example", "corp.example.evil",
                  "a.queue.example.org", "localhost.evil", None):
         assert name not in allowed, name
-    assert allowed.listed() == "localhost, 127.0.0.1, [::1], 10.0.0.5, db1, queue.example.org, .corp.example"
+    assert allowed.listed() == ("localhost, 127.0.0.1, [::1], 10.0.0.5, db1, queue.example.org, .corp.example,"
+                                " and the address of this host a request arrives at")  # bound to 0.0.0.0 too
     assert Allowed.served().listed() == "localhost, 127.0.0.1, [::1]"
+    assert Allowed.served((), ["10.0.0.5"]).listed() == "localhost, 127.0.0.1, [::1], 10.0.0.5"
 
 
 @given(st.text(max_size=40))
@@ -240,6 +243,18 @@ def test_the_address_a_connection_arrived_at_is_answered(open_dash, dead):
     refused(d.get("/jobs/d1", headers={"Host": "0.0.0.0:8765"}), "0.0.0.0")
 
 
+def test_a_request_target_in_absolute_form_names_the_host(open_dash, dead):
+    """`GET http://evil.example/jobs/d1` (RFC 9112: the target's host is the request's, whatever Host says); gunicorn
+    passes the target as RAW_URI. The usual origin form (`/jobs/d1`) names none."""
+    d = open_dash(users=None)
+    for target, name in (("http://evil.example/jobs/d1", "evil.example"),
+                         ("https://user@evil.example:8765/jobs/d1?x=1", "evil.example")):
+        refused(d.get("/jobs/d1", None, environ_overrides={"RAW_URI": target}), name)
+    for target in ("http://localhost:8765/jobs/d1", "/jobs/d1", "/jobs/d1?next=http://evil.example/"):
+        assert d.get("/jobs/d1", None, environ_overrides={"RAW_URI": target}).status_code == 200, target
+    refused(d.get("/jobs/d1", None, environ_overrides={"RAW_URI": "http:///jobs/d1"}), None)
+
+
 def test_the_prefix_s_redirect_and_its_outside_are_refused_too(open_dash, dead):
     d = open_dash(prefix="/q")
     assert d.get("/q").status_code == 308 and d.get("/jobs").status_code == 404
@@ -256,6 +271,9 @@ def test_a_trusted_proxy_s_forwarded_host_is_checked_and_an_untrusted_one_ignore
     refused(d.get("/jobs/d1", headers={"Host": "evil.example", "X-Forwarded-Host": "queue.example.org"}))
     refused(d.get("/jobs/d1", headers={"Host": "localhost", "X-Forwarded-Host": "evil.example, localhost"}))
     refused(d.get("/jobs/d1", headers={"Host": "localhost", "X-Forwarded-Host": "a b"}), None)
+    # From loopback through a dual-stack socket (::ffff:127.0.0.1) as from 127.0.0.1.
+    mapped = {"REMOTE_ADDR": "::ffff:127.0.0.1"}
+    refused(d.get("/jobs/d1", headers={"Host": "localhost", "X-Forwarded-Host": "evil.example"}, environ_base=mapped))
     # From elsewhere the header is anyone's: neither checked nor taken as the origin's host.
     far = {"REMOTE_ADDR": "192.0.2.7"}
     assert d.get("/jobs/d1", headers={"Host": "queue.example.org", "X-Forwarded-Host": "evil.example"},
