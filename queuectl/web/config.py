@@ -7,13 +7,12 @@ activation the socket unit's ListenStream= decides where it listens, and `bind` 
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import re
 from typing import Callable, Mapping, NamedTuple
 
 from queuectl.errors import InvalidConfig, InvalidInput
-from queuectl.web.hosts import parse_names
+from queuectl.web.hosts import is_loopback, parse_names
 
 DEFAULT_BIND = "127.0.0.1:8765"
 #: Seconds between two readings of the queue that every open page shares (the pages refresh as often).
@@ -64,18 +63,6 @@ def parse_prefix(text: str) -> str:
         raise InvalidInput(f"a URL prefix is a path such as /queuectl (letters, digits and -._~ between"
                            f" slashes), got {text!r}")
     return prefix
-
-
-def is_loopback(address: str) -> bool:
-    """Return whether `address` (an IP address, as a bound socket, a peer or a resolution gives it) is a
-    loopback one: 127.0.0.0/8 or ::1, also as an IPv4-mapped IPv6 address (::ffff:127.0.0.1, the peer
-    of a dual-stack socket, which Python before 3.13 does not count). A name is not: what it resolves to is
-    (queuectl.web.serve.where_to_listen)."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
 
 
 def parse_header(raw) -> str:

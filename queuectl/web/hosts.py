@@ -158,25 +158,38 @@ class Allowed(NamedTuple):
         return listed + (", and the address of this host a request arrives at" if self.anywhere else "")
 
 
+def ip_of(address) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """Return the IP address of `address` (a socket's, a peer's, a resolution's), an IPv4-mapped IPv6 one
+    (::ffff:127.0.0.1: either side of a dual-stack socket's IPv4 connection) as its IPv4 address, which
+    Python before 3.13 does not count as loopback; None for anything that is no address (a name)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    return getattr(ip, "ipv4_mapped", None) or ip
+
+
+def is_loopback(address: str) -> bool:
+    """Return whether `address` is a loopback IP address (127.0.0.0/8, ::1; ip_of). A name is not: what it
+    resolves to is (queuectl.web.serve.where_to_listen)."""
+    ip = ip_of(address)
+    return ip is not None and ip.is_loopback
+
+
 def arrived_at(environ) -> str | None:
     """Return the canonical address the request's connection arrived at (the server's side), or None where
     the server does not say (gunicorn passes the connection as `gunicorn.socket`)."""
     sock = environ.get("gunicorn.socket")
-    if sock is None:
-        return None
     try:
-        address = ipaddress.ip_address(sock.getsockname()[0])
-    except (OSError, ValueError, TypeError, IndexError):  # not an IP socket
+        ip = ip_of(sock.getsockname()[0]) if sock is not None else None
+    except (OSError, TypeError, IndexError):  # not an IP socket
         return None
-    address = getattr(address, "ipv4_mapped", None) or address  # a dual-stack socket's IPv4 client
-    return canonical(str(address))
+    return canonical(str(ip)) if ip is not None else None
 
 
 def from_proxy(environ) -> bool:
     """Whether the request comes from this host, where the trusted reverse proxy is (127.0.0.0/8, ::1): the
     one rule for trusting a proxy's headers (X-Forwarded-Host here, the user header in queuectl.web.app)."""
-    from queuectl.web.config import is_loopback
-
     return is_loopback(environ.get("REMOTE_ADDR") or "")
 
 
