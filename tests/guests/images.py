@@ -42,6 +42,12 @@ PACKAGES = ("linux-image-amd64", "initramfs-tools", "systemd-sysv", "udev", "dbu
 #: The ext4 file system's size (sparse: about 1 GB of it is used).
 IMAGE_SIZE = "4G"
 IMAGE_MAX_AGE_DAYS = 7
+#: Files an image holds beyond its packages: the root file system, the name, the persistent journal's
+#: folder (the last boot's journal, after a reboot), and the 9p modules loaded at boot: autopkgtest mounts
+#: its shared folder with 9p over virtio and allows that 10 s, which loading them under TCG can take.
+FILES = {"etc/fstab": "/dev/vda / ext4 rw,errors=remount-ro 0 1\n",
+         "etc/modules-load.d/autopkgtest-9p.conf": "9p\n9pnet_virtio\n",
+         "var/log/journal/.keep": ""}
 #: Seconds a KVM guest has to print its kernel's first line before KVM is taken for unusable here.
 KVM_PROBE_SECONDS = 20
 
@@ -72,7 +78,7 @@ def image(release: str) -> Image:
     """Return the image of Debian `release`, made now if there is none younger than IMAGE_MAX_AGE_DAYS (about
     3 minutes and 1 GB); concurrent runs wait on a lock while one makes it. Raises RuntimeError with the
     failing step's last lines."""
-    recipe = "\n".join([release, MIRROR, "minbase", *PACKAGES, IMAGE_SIZE,
+    recipe = "\n".join([release, MIRROR, "minbase", *PACKAGES, IMAGE_SIZE, repr(sorted(FILES.items())),
                         hashlib.sha256(SETUP_TESTBED.read_bytes()).hexdigest()])
     home = CACHE / "guests" / f"{release}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
     made = home / "made"
@@ -98,9 +104,9 @@ def _make(release: str, home: Path, recipe: str) -> None:
     try:
         _run(f"debootstrap {release}", ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
                                         release, str(root), MIRROR])
-        (root / "etc/fstab").write_text("/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
-        (root / "etc/hostname").write_text(f"guest-{release}\n")
-        (root / "var/log/journal").mkdir(parents=True, exist_ok=True)  # the last boot's journal, after a reboot
+        for path, text in {**FILES, "etc/hostname": f"guest-{release}\n"}.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
         env = {**os.environ, "AUTOPKGTEST_BUILD_QEMU": "1", "AUTOPKGTEST_KEEP_APT_SOURCES": "1",
                "DEBIAN_FRONTEND": "noninteractive"}
         _run("setup-testbed", [str(SETUP_TESTBED), str(root)], env=env)
@@ -113,7 +119,8 @@ def _make(release: str, home: Path, recipe: str) -> None:
     _run("mkfs.ext4", ["mkfs.ext4", "-q", "-F", "-L", "root", "-d", str(root), str(fresh / "disk.raw"), IMAGE_SIZE])
     _remove_root(root)
     (fresh / "made").write_text(recipe + "\n")
-    _remove_root(home)
+    for old in home.parent.glob(f"{release}-*"):  # this one's last make, and other recipes': 1 GB each
+        _remove_root(old)
     fresh.rename(home)
 
 
