@@ -119,7 +119,7 @@ def _make(release: str, home: Path, recipe: str) -> None:
     _run("mkfs.ext4", ["mkfs.ext4", "-q", "-F", "-L", "root", "-d", str(root), str(fresh / "disk.raw"), IMAGE_SIZE])
     _remove_root(root)
     (fresh / "made").write_text(recipe + "\n")
-    for old in home.parent.glob(f"{release}-*"):  # this one's last make, and other recipes': 1 GB each
+    for old in set(home.parent.glob(f"{release}-*")) - {fresh}:  # this recipe's last image, other recipes': 1 GB each
         _remove_root(old)
     fresh.rename(home)
 
