@@ -232,15 +232,15 @@ def require(reason: str | None, tier: str) -> None:
 
 #: The tiers a test's folder under tests/ gives it: tests/unit is the fast tier (no marker); each other
 #: folder marks its tests with the marker of its name, so `-m processes` and `-m "not processes and
-#: not system and not chaos and not multihost"` select by folder.
-MARKED_TIERS = ("processes", "system", "chaos", "multihost")
+#: not system and not chaos and not multihost and not guests"` select by folder.
+MARKED_TIERS = ("processes", "system", "chaos", "multihost", "guests")
 TIERS = ("unit", *MARKED_TIERS)
 TESTS = Path(__file__).resolve().parent
 
 #: Seconds a test of these tiers may take (pytest-timeout; pyproject.toml's `timeout` covers the rest):
 #: they build the .deb, boot containers, install packages or run at full size. A test's own
 #: @pytest.mark.timeout wins.
-TIER_TIMEOUTS = {"system": 1800, "multihost": 1800, "chaos": 1200}
+TIER_TIMEOUTS = {"system": 1800, "multihost": 1800, "chaos": 1200, "guests": 2400}
 
 
 def tier_of(path) -> str | None:
@@ -359,3 +359,21 @@ def backend_db(request, tmp_path) -> str:
     if request.param == "sqlite":
         return sqlite_path(tmp_path)
     return request.getfixturevalue("pg_uri")
+
+
+@pytest.fixture(scope="session")
+def deb() -> Path:
+    """The .deb built by `make deb` from this tree (tier-1 tests run inside the build, on Debian's Click), or
+    the one QUEUECTL_TEST_DEB names (built before: repeated runs skip the build); the system and guests
+    tiers install it. Built once a session."""
+    require(None if os.geteuid() == 0 else "needs root", "package")
+    if os.environ.get("QUEUECTL_TEST_DEB"):
+        return Path(os.environ["QUEUECTL_TEST_DEB"])
+    repo = TESTS.parent
+    proc = subprocess.run(["make", "-C", str(repo), "deb"], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        missing = [line for line in proc.stderr.splitlines() if "needs Debian's build tools" in line]
+        require(missing[0] if missing else None, "package")
+        raise AssertionError(f"make deb failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    [package] = sorted((repo / "build" / "deb").glob("queuectl_*_all.deb"))
+    return package

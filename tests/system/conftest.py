@@ -76,22 +76,6 @@ def sysd(source_install):
     c.run("systemctl", "daemon-reload")
 
 
-@pytest.fixture(scope="session")
-def deb() -> Path:
-    """The .deb built by `make deb` from this tree (tier-1 tests run inside the build, on Debian's Click), or
-    the one QUEUECTL_TEST_DEB names (built before: repeated runs of the tier skip the build)."""
-    require(None if os.geteuid() == 0 else "needs root")
-    if os.environ.get("QUEUECTL_TEST_DEB"):
-        return Path(os.environ["QUEUECTL_TEST_DEB"])
-    proc = subprocess.run(["make", "-C", str(REPO), "deb"], capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        missing = [line for line in proc.stderr.splitlines() if "needs Debian's build tools" in line]
-        require(missing[0] if missing else None)
-        raise AssertionError(f"make deb failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    [package] = sorted((REPO / "build" / "deb").glob("queuectl_*_all.deb"))
-    return package
-
-
 #: Where the package's file is put inside a container (not /tmp or /run: fresh tmpfs mounts inside).
 SRV = "/srv/queuectl.deb"
 
