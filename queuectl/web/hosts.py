@@ -97,7 +97,7 @@ def parse_name(raw: str) -> str:
     except UnicodeError:
         body = ""
     name = canonical(body) if body else None
-    if name is None or (domain and (name.startswith("[") or _is_ipv4(name) or "." not in name)):
+    if name is None or (domain and (ip_of(name.strip("[]")) is not None or "." not in name)):
         raise InvalidInput(f"a host name to answer is a DNS name (queue.example.org;"
                            f" .example.org for it and its subdomains, two labels at least) or an IP address,"
                            f" without scheme, port or '*', got {text!r}")
@@ -110,14 +110,6 @@ def parse_names(raw) -> tuple[str, ...]:
     InvalidInput for a bad one (parse_name), an empty one of a list included."""
     items = [item for item in re.split(r"[\s,]+", raw) if item] if isinstance(raw, str) else list(raw)
     return tuple(dict.fromkeys(parse_name(item) for item in items))
-
-
-def _is_ipv4(name: str) -> bool:
-    try:
-        ipaddress.IPv4Address(name)
-        return True
-    except ValueError:
-        return False
 
 
 class Allowed(NamedTuple):
@@ -238,10 +230,10 @@ def refused(environ, allowed: Allowed) -> Refused | None:
     forwarded = forwarded_host(environ)
     if forwarded is not None:
         checked.append(("X-Forwarded-Host", forwarded))
-    arrived = arrived_at(environ)
     for header, value in checked:
         name = host_of(value)
-        if name is None or (name not in allowed and name != arrived):
+        # The connection's own address is asked of its socket only for a name not otherwise answered.
+        if name is None or (name not in allowed and name != arrived_at(environ)):
             return Refused(header, name)
     return None
 
