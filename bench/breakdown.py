@@ -201,7 +201,7 @@ def drain_once(db: str, n: int, count: int, instrument: bool) -> dict:
     prefix = f"b{time.monotonic_ns()}-"
     bench.fill(db, n, prefix=prefix)
     timer, counter = Timer(), None
-    store = open_store(db, durable=False, session=True)
+    store = open_store(db, session=True)
     try:
         if instrument:
             wrap_store(store, timer)

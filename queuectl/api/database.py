@@ -90,10 +90,10 @@ class Database:
         elif not self.db and self.site().worker_db:
             self.db, self.db_source = self.site().worker_db, CONFIG
 
-    def store(self, durable: bool = True, session: bool = False, read_only: bool = False):
+    def store(self, session: bool = False, read_only: bool = False):
         """Open the database (creating it, and the default directory, on first use) and return its store.
 
-        `durable`, `session` and `read_only`: see queuectl.store.open_store. Raises InvalidInput, or InvalidConfig
+        `session` and `read_only`: see queuectl.store.open_store. Raises InvalidInput, or InvalidConfig
         for a database named by the environment or the configuration file; PermissionDenied and
         DatabaseError (DatabaseUnavailable among them) as the store raises them.
         """
@@ -105,7 +105,7 @@ class Database:
             if self.db_source == DEFAULT:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
-                self._store = open_store(path, durable=durable, defaults=self.site().defaults, session=session,
+                self._store = open_store(path, defaults=self.site().defaults, session=session,
                                          after_commit=wake_local_workers, read_only=read_only)
             except PermissionDenied:
                 raise
@@ -119,7 +119,7 @@ class Database:
         return self._store
 
     def worker_store(self, wait: bool, say: Callable[[str], None], sleep: Callable[[float], None] = time.sleep):
-        """Open a worker's store (not durable, a session of its own), waiting under systemd for its server.
+        """Open a worker's store (a session of its own), waiting under systemd for its server.
 
         Under systemd (NOTIFY_SOCKET set) with `wait`, a PostgreSQL server that cannot be reached
         yet (it boots, the network comes up: DatabaseUnavailable) is waited for, with STATUS=
@@ -134,7 +134,7 @@ class Database:
         notifier, pause, said = Notifier(), CONNECT_RETRY_MIN, None
         while True:
             try:
-                return self.store(durable=False, session=True)
+                return self.store(session=True)
             except DatabaseUnavailable as e:
                 if not (wait and notifier.enabled and self.is_postgres):
                     raise
@@ -160,13 +160,13 @@ class Database:
             self._store = None
 
 
-def open_database(db: str | None = None, durable: bool = True):
+def open_database(db: str | None = None):
     """Open the queue's store for a library caller: `db` (a SQLite path or a PostgreSQL URI), else the
     commands' resolution order without the --db option (QUEUECTL_DB, the configuration file, the
     XDG default). Raises as Database.store does; the caller closes the store."""
     if db is None and os.environ.get("QUEUECTL_DB"):
-        return Database(os.environ["QUEUECTL_DB"], ENVIRONMENT).store(durable=durable)
-    return Database(db, OPTION).store(durable=durable)
+        return Database(os.environ["QUEUECTL_DB"], ENVIRONMENT).store()
+    return Database(db, OPTION).store()
 
 
 def can_write(store) -> str | None:

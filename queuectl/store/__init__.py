@@ -34,7 +34,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,
+def open_store(target: str, *, defaults: dict[str, Any] | None = None,
                session: bool = False, after_commit: Callable[[Store], None] | None = None,
                read_only: bool = False) -> Store:
     """Open the queue at `target`: a PostgreSQL URI (postgresql://, postgres://) or a SQLite file path.
@@ -58,11 +58,11 @@ def open_store(target: str, *, durable: bool = True, defaults: dict[str, Any] | 
     if is_uri(target):
         from queuectl.store.postgres import PostgresStore
 
-        return PostgresStore(target, durable=durable, defaults=defaults, session=session, read_only=read_only)
+        return PostgresStore(target, defaults=defaults, session=session, read_only=read_only)
     why = near_miss(target)
     if why is not None:
         raise InvalidInput(why)
-    return SqliteStore(target, durable=durable, defaults=defaults, after_commit=after_commit, read_only=read_only)
+    return SqliteStore(target, defaults=defaults, after_commit=after_commit, read_only=read_only)
 
 
 __all__ = ["open_store", "is_uri", "Store", "CommandStore", "WorkerStore", "SqlStore", "SqliteStore", "Exchange", "Exchanged", "LiveOutput", "FollowedOutput",

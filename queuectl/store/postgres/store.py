@@ -202,8 +202,9 @@ class PostgresStore(OneStatementExchange):
     `uri` is a libpq connection URI (postgresql://user@host/dbname,
     postgresql:///queuectl?host=/run/postgresql, postgresql://?service=queuectl).
     `defaults` replaces built-in setting defaults (from the site configuration file).
-    `durable` is accepted for the interface's sake: every commit is synchronous (a lost
-    claim would let a second worker run a job that still runs). Raises InvalidConfig
+    Every commit is synchronous as the server's synchronous_commit (on by default) makes it: a
+    lost claim would let a second worker run a job that still runs, a lost end would run a job
+    again (docs/semantics.md, Durability). Raises InvalidConfig
     without psycopg, InvalidInput for a malformed URI or a foreign schema, DatabaseError
     when the server cannot be reached or its schema is newer than this queuectl.
     """
@@ -220,7 +221,7 @@ class PostgresStore(OneStatementExchange):
 
     ACTIVITY_TABLES = ("activity", "activity_deltas")
 
-    def __init__(self, uri: str, *, durable: bool = True, defaults: dict[str, Any] | None = None,
+    def __init__(self, uri: str, *, defaults: dict[str, Any] | None = None,
                  session: bool = False, read_only: bool = False):
         if psycopg is None:
             raise _missing_driver()

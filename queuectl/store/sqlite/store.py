@@ -35,15 +35,15 @@ class SqliteStore(SpaceCare):
     """A queuectl database in one SQLite file.
 
     `defaults` replaces built-in setting defaults (from the site configuration file).
-    `durable=True` commits with synchronous=FULL, so a returned enqueue survives power
-    loss; workers use durable=False (synchronous=NORMAL in WAL mode): a power loss may then
-    forget a claim or a completion, and the job runs again (at least once, never lost).
+    Every commit is synchronous=FULL (the WAL fsynced at each commit), the workers' exchanges
+    included: a returned enqueue and a recorded end survive a power loss, which then repeats
+    no more than a worker's crash would (docs/semantics.md, Durability; tests/guests' power-cut).
     `read_only`: open an existing file only to read it (SQLite's mode=ro; a write raises). Raises
     InvalidInput when the path cannot hold a database or holds another program's file, DatabaseError when the database cannot be used. `after_commit(store)` is called after a
     commit that may have made jobs ready or requested cancels (see open_store).
     """
 
-    def __init__(self, path: str, *, durable: bool = True, busy_timeout: float = BUSY_TIMEOUT,
+    def __init__(self, path: str, *, busy_timeout: float = BUSY_TIMEOUT,
                  defaults: dict[str, Any] | None = None, after_commit: Callable[[Any], None] | None = None,
                  read_only: bool = False):
         self.path = os.path.abspath(path)
@@ -74,7 +74,7 @@ class SqliteStore(SpaceCare):
         self.conn.row_factory = sqlite3.Row
         self.c = self.conn
         with self._errors():
-            self.conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+            self.conn.execute("PRAGMA synchronous = FULL")
             self.conn.execute("PRAGMA foreign_keys = ON")
             # After a checkpoint the WAL file is cut back to this size, so it stays bounded.
             self.conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")

@@ -46,7 +46,7 @@ def test_two_connections_never_claim_the_same_job(db):
     together = threading.Barrier(2)
 
     def drain(n):
-        store = open_store(db, durable=False)
+        store = open_store(db)
         wid = register(store, name=f"w{n}")
         got = results.setdefault(n, [])
         together.wait()  # both connections claim at the same time
