@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -240,7 +241,7 @@ TESTS = Path(__file__).resolve().parent
 #: Seconds a test of these tiers may take (pytest-timeout; pyproject.toml's `timeout` covers the rest):
 #: they build the .deb, boot containers, install packages or run at full size. A test's own
 #: @pytest.mark.timeout wins.
-TIER_TIMEOUTS = {"system": 1800, "multihost": 1800, "chaos": 1200, "guests": 2400}
+TIER_TIMEOUTS = {"system": 1800, "multihost": 1800, "chaos": 1200, "guests": 3600}
 
 
 def tier_of(path) -> str | None:
@@ -361,11 +362,28 @@ def backend_db(request, tmp_path) -> str:
     return request.getfixturevalue("pg_uri")
 
 
-@pytest.fixture(scope="session")
-def deb() -> Path:
+_built_deb: list = []  # the one build's result: its path, or the exception it raised (skip and fail among them)
+_building = threading.Lock()
+
+
+def built_deb() -> Path:
     """The .deb built by `make deb` from this tree (tier-1 tests run inside the build, on Debian's Click), or
-    the one QUEUECTL_TEST_DEB names (built before: repeated runs skip the build); the system and guests
-    tiers install it. Built once a session."""
+    the one QUEUECTL_TEST_DEB names (built before: repeated runs skip the build). Built once a session and
+    safe from any thread: the guests tier builds it in the background while the others run, and a second
+    caller waits for the first's build. Skips (fails under CI) without root or Debian's build tools;
+    raises AssertionError when the build fails."""
+    with _building:
+        if not _built_deb:
+            try:
+                _built_deb.append(_build_deb())
+            except BaseException as e:  # pytest's skip and fail are BaseExceptions: every caller gets them
+                _built_deb.append(e)
+    if isinstance(_built_deb[0], BaseException):
+        raise _built_deb[0]
+    return _built_deb[0]
+
+
+def _build_deb() -> Path:
     require(None if os.geteuid() == 0 else "needs root", "package")
     if os.environ.get("QUEUECTL_TEST_DEB"):
         return Path(os.environ["QUEUECTL_TEST_DEB"])
@@ -377,3 +395,9 @@ def deb() -> Path:
         raise AssertionError(f"make deb failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     [package] = sorted((repo / "build" / "deb").glob("queuectl_*_all.deb"))
     return package
+
+
+@pytest.fixture(scope="session")
+def deb() -> Path:
+    """The .deb of this tree (built_deb) that the system and guests tiers install."""
+    return built_deb()

@@ -7,14 +7,15 @@ fail() {
     exit 1
 }
 
-# until_true SECONDS WHAT COMMAND...: run COMMAND every 0.2 s until it succeeds; fail naming WHAT after SECONDS.
+# until_true SECONDS WHAT COMMAND...: run COMMAND every POLL seconds (0.2 unless set) until it succeeds; fail
+# naming WHAT after SECONDS.
 until_true() {
     limit=$1 what=$2
     shift 2
     deadline=$(( $(date +%s) + limit ))
     until "$@" >/dev/null 2>&1; do
         [ "$(date +%s)" -lt "$deadline" ] || fail "$what: not within ${limit} s"
-        sleep 0.2
+        sleep "${POLL:-0.2}"
     done
 }
 

@@ -2,38 +2,42 @@
 run by autopkgtest's QEMU backend (tests/guests/images.py). Needs root, QEMU and autopkgtest; elsewhere the
 tier is skipped with the reason printed, and under CI (CI=true) it fails instead.
 
-Not yet part of a plain `make test`: it runs when asked, by QUEUECTL_TEST_GUESTS=1 or by naming it (`-m
-guests`, `pytest tests/guests`), until its power-cut test lands and it has passed 20 runs in a row
-(docs/testing.md). Asked for otherwise, its tests are deselected and the summary says so.
+Its runs start in the background as soon as the session is collected (tests/guests/runs.py) and go on beside
+the other tiers; its items are moved to the end of the session, where they wait for the runs' verdicts.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
 
-def asked(config) -> bool:
-    """Whether this run asked for the tier: QUEUECTL_TEST_GUESTS=1, `-m` naming it, or a path in it."""
-    if os.environ.get("QUEUECTL_TEST_GUESTS") == "1" or "guests" in (config.option.markexpr or ""):
-        return True
-    return any(Path(arg.split("::")[0]).resolve().is_relative_to(HERE) for arg in config.args)
+def _ours(item) -> bool:
+    return Path(str(item.path)).resolve().is_relative_to(HERE)
 
 
 def pytest_collection_modifyitems(config, items):
-    if asked(config):
+    items.sort(key=_ours)  # stable: every other item keeps its place, the tier's come last
+
+
+def pytest_collection_finish(session):
+    from .runs import Runs
+
+    if session.config.option.collectonly:
         return
-    left = [item for item in items if Path(str(item.path)).resolve().is_relative_to(HERE)]
-    if left:
-        config.hook.pytest_deselected(items=left)
-        items[:] = [item for item in items if item not in left]
-        config._queuectl_guests_left = len(left)
+
+    chosen: dict[str, list[str]] = {}
+    for item in session.items:
+        params = getattr(item, "callspec", None)
+        if _ours(item) and item.originalname == "test_dep8" and params is not None:
+            chosen.setdefault(params.params["release"], []).append(params.params["name"])
+    if chosen:
+        runs = session.config._queuectl_dep8 = Runs(chosen, session.config._tmp_path_factory.mktemp("dep8"))
+        runs.start()
 
 
-def pytest_terminal_summary(terminalreporter, config):
-    left = getattr(config, "_queuectl_guests_left", 0)
-    if left:
-        terminalreporter.write_line(f"guests tier: {left} DEP-8 tests not run (QUEUECTL_TEST_GUESTS=1 or -m guests"
-                                    " runs them: docs/testing.md)")
+def pytest_sessionfinish(session):
+    runs = getattr(session.config, "_queuectl_dep8", None)
+    if runs is not None:
+        runs.stop()

@@ -38,7 +38,7 @@ SETUP_TESTBED = Path("/usr/share/autopkgtest/setup-commands/setup-testbed")
 PACKAGES = ("linux-image-amd64", "initramfs-tools", "systemd-sysv", "udev", "dbus", "kmod", "procps", "e2fsprogs",
             "apt-utils", "python3", "passwd", "util-linux", "python3-click", "python3-sdnotify", "python3-daemon",
             "python3-croniter", "python3-psycopg", "tzdata", "python3-flask", "python3-gunicorn", "python3-bcrypt",
-            "python3-cffi-backend")
+            "python3-cffi-backend", "postgresql")
 #: The ext4 file system's size (sparse: about 1 GB of it is used).
 IMAGE_SIZE = "4G"
 IMAGE_MAX_AGE_DAYS = 7
