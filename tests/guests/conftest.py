@@ -41,3 +41,13 @@ def pytest_sessionfinish(session):
     runs = getattr(session.config, "_queuectl_dep8", None)
     if runs is not None:
         runs.stop()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The figures the DEP-8 tests print (the power cut's: jobs, lost, stuck, run again, against the bound)."""
+    runs = getattr(config, "_queuectl_dep8", None)
+    for release, run in sorted(getattr(runs, "results", {}).items()):
+        for output in sorted((run.out / "result").glob("*-stdout")):
+            for line in output.read_text(errors="replace").splitlines():
+                if line.startswith(("power-cut sqlite:", "power-cut postgresql:")):
+                    terminalreporter.write_line(f"guests, {release}: {line}")

@@ -43,11 +43,22 @@ PACKAGES = ("linux-image-amd64", "initramfs-tools", "systemd-sysv", "udev", "dbu
 IMAGE_SIZE = "4G"
 IMAGE_MAX_AGE_DAYS = 7
 #: Files an image holds beyond its packages: the root file system, the name, the persistent journal's
-#: folder (the last boot's journal, after a reboot), and the 9p modules loaded at boot: autopkgtest mounts
-#: its shared folder with 9p over virtio and allows that 10 s, which loading them under TCG can take.
+#: folder (the last boot's journal, after a reboot), the 9p modules loaded at boot (autopkgtest mounts
+#: its shared folder with 9p over virtio and allows that 10 s, which loading them under TCG can take),
+#: and drivers not loaded.
 FILES = {"etc/fstab": "/dev/vda / ext4 rw,errors=remount-ro 0 1\n",
          "etc/modules-load.d/autopkgtest-9p.conf": "9p\n9pnet_virtio\n",
+         # Drivers udev would load for the emulated CPU's and board's devices just as autopkgtest opens its
+         # shell (see DISABLED): nothing a test uses.
+         "etc/modprobe.d/queuectl-guest.conf": "".join(f"blacklist {m}\n" for m in (
+             "kvm", "kvm_amd", "kvm_intel", "pcspkr", "parport_pc", "ppdev", "bochs", "bochs_drm")),
          "var/log/journal/.keep": ""}
+#: Units an image does not start at boot. Under TCG a booting guest's CPU is scarce, and autopkgtest allows
+#: its shell fixed seconds (5 for a prompt) once the login prompt shows: the clusters of PostgreSQL (the
+#: power-cut test enables them itself) and the timers that would fire at a first boot (apt's, a backup, a
+#: scrub, a trim: nothing a test looks at) wait until asked.
+DISABLED = ("postgresql.service", "e2scrub_reap.service", "apt-daily.timer", "apt-daily-upgrade.timer",
+            "dpkg-db-backup.timer", "e2scrub_all.timer", "fstrim.timer")
 #: Seconds a KVM guest has to print its kernel's first line before KVM is taken for unusable here.
 KVM_PROBE_SECONDS = 20
 
@@ -78,7 +89,7 @@ def image(release: str) -> Image:
     """Return the image of Debian `release`, made now if there is none younger than IMAGE_MAX_AGE_DAYS (about
     3 minutes and 1 GB); concurrent runs wait on a lock while one makes it. Raises RuntimeError with the
     failing step's last lines."""
-    recipe = "\n".join([release, MIRROR, "minbase", *PACKAGES, IMAGE_SIZE, repr(sorted(FILES.items())),
+    recipe = "\n".join([release, MIRROR, "minbase", *PACKAGES, IMAGE_SIZE, repr(sorted(FILES.items())), *DISABLED,
                         hashlib.sha256(SETUP_TESTBED.read_bytes()).hexdigest()])
     home = CACHE / "guests" / f"{release}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
     made = home / "made"
@@ -110,6 +121,7 @@ def _make(release: str, home: Path, recipe: str) -> None:
         env = {**os.environ, "AUTOPKGTEST_BUILD_QEMU": "1", "AUTOPKGTEST_KEEP_APT_SOURCES": "1",
                "DEBIAN_FRONTEND": "noninteractive"}
         _run("setup-testbed", [str(SETUP_TESTBED), str(root)], env=env)
+        _run("systemctl disable", ["systemctl", f"--root={root}", "disable", *DISABLED])
     finally:
         _unmount_under(root)
     [kernel] = sorted((root / "boot").glob("vmlinuz-*"))

@@ -77,10 +77,13 @@ class Runs:
     def _work(self) -> None:
         try:
             require(images.missing(), "guests")
-            deb = built_deb()
-            try:  # made at once where none is kept: debootstrap waits on the archive as much as on a CPU
-                with ThreadPoolExecutor(len(self.chosen)) as pool:
-                    made = dict(zip(self.chosen, pool.map(images.image, self.chosen)))
+            # The images (made at once where none is kept: debootstrap waits on the archive as much as on a
+            # CPU) while the .deb is built.
+            with ThreadPoolExecutor(len(self.chosen)) as pool:
+                making = [pool.submit(images.image, release) for release in self.chosen]
+                deb = built_deb()
+            try:
+                made = dict(zip(self.chosen, (future.result() for future in making)))
             except RuntimeError as e:
                 require(f"an image cannot be made: {e}", "guests")
             self.accel = "kvm" if images.kvm_runs(next(iter(made.values()))) else "tcg"
