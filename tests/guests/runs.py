@@ -2,8 +2,8 @@
 tests to run, so that booted guests (one CPU each, under TCG a whole one) run beside the other tiers
 instead of after them; the tier's items, ordered last, wait for their results.
 
-First the .deb (conftest.built_deb, which the system tier shares) and the releases' images
-(tests/guests/images.py), then one autopkgtest run per release with its selected tests, at most
+First the .deb (conftest.built_deb, which the system tier shares), built while the releases' images are
+made (tests/guests/images.py), then one autopkgtest run per release with its selected tests, at most
 `os.cpu_count() - 1` at a time (one on these 2-core machines: a CPU is left to the rest of the suite),
 and all that are left at once when the tier's items begin to wait (nothing else runs then).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -67,12 +68,11 @@ class Runs:
         return self.results
 
     def stop(self) -> None:
-        """Kill the runs still going (the session ends early)."""
+        """End the runs still going (the session ends early), their guests with them."""
         self._stopped = True
         self._hurry.set()
         for proc in self._procs:
-            if proc.poll() is None:
-                proc.kill()
+            _end(proc)
 
     def _work(self) -> None:
         try:
@@ -98,7 +98,7 @@ class Runs:
                     running[release] = self._start(release, image, deb, tree)
                 for release, (proc, out, console, began, log) in list(running.items()):
                     if proc.poll() is None and time.monotonic() - began > RUN_TIMEOUT:
-                        proc.kill()
+                        _end(proc)
                     if proc.poll() is not None:
                         log.close()
                         self.results[release] = Run(proc.wait(), out, console, time.monotonic() - began)
@@ -122,6 +122,24 @@ class Runs:
                 "qemu", f"--qemu-command={images.QEMU_COMMAND}", "--boot=none", "--ram-size=1536",
                 "--timeout-reboot=300", str(image.disk)]
         log = open(out / "autopkgtest.log", "w")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out)
+        # A session of its own: ending it ends autopkgtest-virt-qemu and QEMU too (_end).
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True)
         self._procs.append(proc)
         return proc, out, console, time.monotonic(), log
+
+
+def _end(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """End an autopkgtest run and everything it started: SIGTERM to its process group (autopkgtest then stops
+    its guest and removes its files), SIGKILL after `grace` seconds."""
+    if proc.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
