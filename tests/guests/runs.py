@@ -5,18 +5,21 @@ instead of after them; the tier's items, ordered last, wait for their results.
 First the .deb (conftest.built_deb, which the system tier shares), built while the releases' images are
 made (tests/guests/images.py), then one autopkgtest run per release with its selected tests, at most
 `os.cpu_count() - 1` at a time (one on these 2-core machines: a CPU is left to the rest of the suite),
-and all that are left at once when the tier's items begin to wait (nothing else runs then).
+and all that are left at once when the tier's items begin to wait (nothing else runs then): Batch.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -43,6 +46,65 @@ class Run(NamedTuple):
     seconds: float
 
 
+class Batch:
+    """Processes run at most `at_once` at a time, in the order given; every one left starts at once after
+    `hurry()`. Each is ended with its process group (_end) after `timeout` seconds. `stop()` starts no more
+    and ends those running. Nothing polls: a thread waits on each process and wakes the scheduler."""
+
+    def __init__(self, at_once: int, timeout: float):
+        self.at_once, self.timeout = at_once, timeout
+        self._wake: queue.SimpleQueue = queue.SimpleQueue()  # None (hurry or stop), or (key, code, seconds)
+        self._lock = threading.Lock()
+        self._hurried = self._stopped = False
+        self._procs: list[subprocess.Popen] = []
+
+    def hurry(self) -> None:
+        self._hurried = True
+        self._wake.put(None)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            procs = list(self._procs)
+        self._wake.put(None)
+        for proc in procs:
+            _end(proc)
+
+    def run(self, starts: dict[str, Callable[[], subprocess.Popen]]) -> dict[str, tuple[int, float]]:
+        """Start each of `starts` (a callable that starts a process in a session of its own) in turn; return
+        {key: (exit code, seconds)} of those started, once all have ended (a negative code: the signal
+        that ended it). Keys never started (after stop()) are missing."""
+        pending, running, ended = list(starts.items()), 0, {}
+        while pending or running:
+            while pending and not self._stopped and (running < self.at_once or self._hurried):
+                key, start = pending.pop(0)
+                proc = start()
+                with self._lock:
+                    self._procs.append(proc)
+                    stopped = self._stopped
+                if stopped:  # stop() came while it started, and did not see it
+                    _end(proc)
+                threading.Thread(target=self._watch, args=(key, proc), name=f"batch-{key}", daemon=True).start()
+                running += 1
+            if self._stopped and not running:
+                break
+            woke = self._wake.get()
+            if woke is not None:
+                key, code, seconds = woke
+                ended[key] = (code, seconds)
+                running -= 1
+        return ended
+
+    def _watch(self, key: str, proc: subprocess.Popen) -> None:
+        began = time.monotonic()
+        try:
+            code = proc.wait(self.timeout)
+        except subprocess.TimeoutExpired:
+            _end(proc)
+            code = proc.wait()
+        self._wake.put((key, code, time.monotonic() - began))
+
+
 class Runs:
     """The autopkgtest runs of `chosen` ({release: [test, ...]}), under `base` (a fresh directory)."""
 
@@ -51,9 +113,7 @@ class Runs:
         self.results: dict[str, Run] = {}
         self.error: BaseException | None = None
         self.accel = "tcg"
-        self._procs: list[subprocess.Popen] = []
-        self._stopped = False
-        self._hurry = threading.Event()  # the session waits: start every run left
+        self._batch = Batch(max(1, (os.cpu_count() or 2) - 1), RUN_TIMEOUT)
         self._thread = threading.Thread(target=self._work, name="dep8", daemon=True)
 
     def start(self) -> None:
@@ -61,7 +121,7 @@ class Runs:
 
     def wait(self) -> dict[str, Run]:
         """Return {release: Run} once every run has ended; raise what stopped them (a skip or a failure)."""
-        self._hurry.set()
+        self._batch.hurry()
         self._thread.join()
         if self.error is not None:
             raise self.error
@@ -69,10 +129,7 @@ class Runs:
 
     def stop(self) -> None:
         """End the runs still going (the session ends early), their guests with them."""
-        self._stopped = True
-        self._hurry.set()
-        for proc in self._procs:
-            _end(proc)
+        self._batch.stop()
 
     def _work(self) -> None:
         try:
@@ -90,42 +147,30 @@ class Runs:
             # autopkgtest copies the source tree into each guest: its debian/ folder is all the tests use.
             tree = self.base / "tree"
             shutil.copytree(REPO / "debian", tree / "debian")
-            at_once = max(1, (os.cpu_count() or 2) - 1)
-            pending, running = list(made.items()), {}
-            while pending or running:
-                while pending and not self._stopped and (len(running) < at_once or self._hurry.is_set()):
-                    release, image = pending.pop(0)
-                    running[release] = self._start(release, image, deb, tree)
-                for release, (proc, out, console, began, log) in list(running.items()):
-                    if proc.poll() is None and time.monotonic() - began > RUN_TIMEOUT:
-                        _end(proc)
-                    if proc.poll() is not None:
-                        log.close()
-                        self.results[release] = Run(proc.wait(), out, console, time.monotonic() - began)
-                        del running[release]
-                if self._stopped and not running:
-                    break
-                self._hurry.wait(1) if pending else time.sleep(1)
+            ended = self._batch.run({release: partial(self._start, release, image, deb, tree)
+                                     for release, image in made.items()})
+            for release, (code, seconds) in ended.items():
+                self.results[release] = Run(code, self.base / release, self.base / f"{release}-console.log",
+                                            seconds)
         except BaseException as e:  # pytest's skip and fail among them: wait() raises it in the tests
             self.error = e
 
-    def _start(self, release: str, image: images.Image, deb: Path, tree: Path):
+    def _start(self, release: str, image: images.Image, deb: Path, tree: Path) -> subprocess.Popen:
         out = self.base / release
         out.mkdir()
-        console = self.base / f"{release}-console.log"
         env = {**os.environ, "QUEUECTL_GUEST_ACCEL": self.accel, "QUEUECTL_GUEST_KERNEL": str(image.kernel),
-               "QUEUECTL_GUEST_INITRD": str(image.initrd), "QUEUECTL_GUEST_CONSOLE": str(console),
+               "QUEUECTL_GUEST_INITRD": str(image.initrd),
+               "QUEUECTL_GUEST_CONSOLE": str(self.base / f"{release}-console.log"),
                "QUEUECTL_GUEST_APPEND": "root=/dev/vda rw console=ttyS0"}
         names = self.chosen[release]
         only = [f"--test-name={name}" for name in names] if len(names) < len(TESTS) else []
         argv = ["autopkgtest", "--output-dir", str(out / "result"), *only, str(deb), f"{tree}/", "--",
                 "qemu", f"--qemu-command={images.QEMU_COMMAND}", "--boot=none", "--ram-size=1536",
                 "--timeout-reboot=300", str(image.disk)]
-        log = open(out / "autopkgtest.log", "w")
         # A session of its own: ending it ends autopkgtest-virt-qemu and QEMU too (_end).
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True)
-        self._procs.append(proc)
-        return proc, out, console, time.monotonic(), log
+        with open(out / "autopkgtest.log", "w") as log:
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out,
+                                    start_new_session=True)
 
 
 def _end(proc: subprocess.Popen, grace: float = 10.0) -> None:
