@@ -180,7 +180,7 @@ def quiet_logging() -> None:
     """The worker's log lines, as `queuectl worker start` writes them, to /dev/null (they cost a share)."""
     sink = open(os.devnull, "w")  # noqa: SIM115  (for the process's life)
     try:
-        from queuectl import logsetup
+        from queuectl.host import logsetup
 
         logsetup.configure(stream=sink)
     except (ImportError, TypeError, AttributeError):

@@ -18,9 +18,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from queuectl.jobspec import NewJob  # noqa: E402
+from queuectl.domain.jobspec import NewJob  # noqa: E402
 from queuectl.store import open_store  # noqa: E402
-from queuectl.wake import wake_local_workers  # noqa: E402
+from queuectl.host.wake import wake_local_workers  # noqa: E402
 
 PY = sys.executable
 QUEUECTL = [PY, "-m", "queuectl"]

@@ -52,7 +52,7 @@ from pathlib import Path
 # are run's too (bench/ab.py runs `run.quiet_settings` and `run.drain_rate` of older trees).
 from drains import ENV, PY, QUEUECTL, REPO, drain_rate, fill, fill_postgres, pickup, quiet_settings
 
-from queuectl.jobspec import NewJob  # noqa: E402
+from queuectl.domain.jobspec import NewJob  # noqa: E402
 from queuectl.store import is_uri, open_store  # noqa: E402
 
 SIZES = {

@@ -30,7 +30,7 @@ WIDTH = 1280
 
 def history(store, now: float) -> None:
     """A week of jobs of queues build and mail, ended through a past worker's exchanges."""
-    from queuectl.jobspec import parse_job
+    from queuectl.domain.jobspec import parse_job
     from queuectl.store import Exchange, Outcome
 
     rnd = random.Random(28)
@@ -71,7 +71,7 @@ def history(store, now: float) -> None:
 
 def present(store, db: str, now: float) -> None:
     """A worker running a job, a paused queue with jobs waiting, two schedules."""
-    from queuectl.jobspec import parse_job
+    from queuectl.domain.jobspec import parse_job
     from queuectl.store import Exchange, Running
 
     worker = store.register_worker({"name": "w1", "host": "vm", "boot_id": "b", "pid": 1, "pid_start": 1,

@@ -24,10 +24,10 @@ import pytest
 from click.testing import CliRunner
 
 from support.pgserver import PgServer  # tests/support/pgserver.py
-from queuectl import procs
+from queuectl.host import procs
 from queuectl.cli import cli
 from queuectl.store import is_uri, open_store
-from queuectl.wake import wake_local_workers
+from queuectl.host.wake import wake_local_workers
 
 
 def sqlite_path(tmp_path) -> str:

@@ -3,7 +3,7 @@
 The command line (queuectl.cli), the terminal view and the web dashboard parse their input,
 call one of these and show what it returns; none of them holds a rule of its own. Each
 function takes an open store (queuectl.api.database.Database.store, or open_database) and
-raises queuectl.errors' domain errors, which each front end maps to its exit codes or statuses
+raises queuectl.domain.errors' domain errors, which each front end maps to its exit codes or statuses
 in one place.
 
 - database: which database is in force (--db, QUEUECTL_DB, the configuration file, the XDG

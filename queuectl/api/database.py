@@ -13,7 +13,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable
 
-from queuectl.errors import DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
+from queuectl.domain.errors import DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
 
 #: Where the database named came from: what a bad one is reported as (see the module's docstring).
 OPTION, ENVIRONMENT, WORKER_ENVIRONMENT, CONFIG, DEFAULT = (
@@ -68,7 +68,7 @@ class Database:
     @property
     def is_postgres(self) -> bool:
         """True if the database in force is a PostgreSQL URI."""
-        from queuectl.dburi import is_uri
+        from queuectl.domain.dburi import is_uri
 
         return is_uri(self.db_path())
 
@@ -99,7 +99,7 @@ class Database:
         """
         if self._store is None:
             from queuectl.store import open_store
-            from queuectl.wake import wake_local_workers
+            from queuectl.host.wake import wake_local_workers
 
             path = self.db_path()
             if self.db_source == DEFAULT:
@@ -129,7 +129,7 @@ class Database:
         (a burst worker: a batch that cannot reach its database fails rather than hangs), and on
         any other error, raises as `store` does.
         """
-        from queuectl.notify import Notifier
+        from queuectl.host.notify import Notifier
 
         notifier, pause, said = Notifier(), CONNECT_RETRY_MIN, None
         while True:

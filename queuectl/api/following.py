@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import BinaryIO, Callable, NamedTuple
 
-from queuectl.models import Job
+from queuectl.domain.models import Job
 from queuectl.api.outage import Patience
 from queuectl.store import CommandStore
 
@@ -107,7 +107,7 @@ def output_since(store: CommandStore, job_id: str, attempt: int | None, position
     step of a follow for a caller that polls (the dashboard's job page). A newer attempt than `attempt` is
     followed from its first byte, with `restarted` set. Raises NotFound if there is no such job, InvalidInput
     for an attempt below 1 or a position below 0 (or either past what a store holds)."""
-    from queuectl.jobspec import check_whole
+    from queuectl.domain.jobspec import check_whole
 
     if attempt is not None:
         check_whole(attempt, "attempt", low=1)

@@ -73,7 +73,7 @@ def history(store, *, queue: str | None = None, since: float = 3600.0, step: flo
     `now`: Unix seconds on the store's clock (default: now). Raises InvalidInput for another step, a
     negative `since` or a queue name that is not one.
     """
-    from queuectl.errors import InvalidInput
+    from queuectl.domain.errors import InvalidInput
 
     if step not in STEPS:
         raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
@@ -86,7 +86,7 @@ def window(store, *, since: float = 3600.0, step: float = 60.0, by_queue: bool =
     """Return, from one read, `history`'s rows for these arguments and {queue ("" when not `by_queue`): the
     whole span summed into one HistoryRow, `at` the first step's start}: percentiles over the span, not one
     step's (what `queuectl top` and the dashboard's charts show). Raises InvalidInput as `history`."""
-    from queuectl.errors import InvalidInput
+    from queuectl.domain.errors import InvalidInput
 
     if step not in STEPS:
         raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
@@ -99,8 +99,8 @@ def window(store, *, since: float = 3600.0, step: float = 60.0, by_queue: bool =
 def _minutes(store, queue: str | None, since: float, now: float | None, step: float) -> tuple[float, list]:
     """The start of the step (seconds) that `now - since` falls in, and the store's ActivityRows from it to `now`,
     summed per step by the store."""
-    from queuectl.errors import InvalidInput
-    from queuectl.jobspec import check_queue
+    from queuectl.domain.errors import InvalidInput
+    from queuectl.domain.jobspec import check_queue
 
     if queue is not None:
         check_queue(queue)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Sequence
 
-from queuectl.errors import Conflict, InvalidInput, NotFound
+from queuectl.domain.errors import Conflict, InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from queuectl.api.waiting import Waited
@@ -22,7 +22,7 @@ def parse_jobs(lines: Iterable[bytes], now: float | None = None) -> tuple[list, 
     run_at from its own clock). Raises InvalidInput naming the line, for a line that is not
     UTF-8 or not a valid job, and for no job at all: all or none are enqueued.
     """
-    from queuectl.jobspec import parse_job
+    from queuectl.domain.jobspec import parse_job
 
     now = time.time() if now is None else now
     jobs, numbers = [], []
@@ -44,22 +44,22 @@ def parse_jobs(lines: Iterable[bytes], now: float | None = None) -> tuple[list, 
 
 
 def parse_one(text: str, now: float | None = None):
-    """Parse one JSON job (a queuectl.jobspec.NewJob); raises InvalidInput."""
-    from queuectl.jobspec import parse_job
+    """Parse one JSON job (a queuectl.domain.jobspec.NewJob); raises InvalidInput."""
+    from queuectl.domain.jobspec import parse_job
 
     return parse_job(text, time.time() if now is None else now)
 
 
 def parse_argv(argv: Sequence[str], fields: dict, now: float | None = None):
     """Parse a job given as an argv, run as it is without a shell's reading, and its other fields (the JSON
-    form's names; None: absent) into a queuectl.jobspec.NewJob; raises InvalidInput."""
-    from queuectl.jobspec import parse_argv as parse
+    form's names; None: absent) into a queuectl.domain.jobspec.NewJob; raises InvalidInput."""
+    from queuectl.domain.jobspec import parse_argv as parse
 
     return parse(argv, fields, time.time() if now is None else now)
 
 
 def enqueue(store, jobs: Sequence, lines: Sequence[int] | None = None) -> list:
-    """Add `jobs` (queuectl.jobspec.NewJob) in one transaction, all or none; return a store Enqueued for each.
+    """Add `jobs` (queuectl.domain.jobspec.NewJob) in one transaction, all or none; return a store Enqueued for each.
 
     Each Enqueued says whether the job was added, added cancelled at once (a dependency had
     ended dead or cancelled), or matched by its key (`held`: nothing added, the holder's id).
@@ -142,7 +142,7 @@ def list_jobs(store, state: str | None = None, queue: str | None = None, limit: 
     list short (else it is the list's length). Raises InvalidInput for a bad queue name or state.
     """
     from queuectl.api.search import job_state
-    from queuectl.jobspec import check_queue
+    from queuectl.domain.jobspec import check_queue
 
     if queue is not None:
         check_queue(queue)
@@ -152,7 +152,7 @@ def list_jobs(store, state: str | None = None, queue: str | None = None, limit: 
 
 
 def show(store, job_id: str, output: bool = False):
-    """Return job `job_id`'s record (a queuectl.models.Job), with its captured output if `output`;
+    """Return job `job_id`'s record (a queuectl.domain.models.Job), with its captured output if `output`;
     raises NotFound."""
     return store.get_job(job_id, output=output)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from queuectl.errors import InvalidInput
+from queuectl.domain.errors import InvalidInput
 
 
 def parse_rate(text: str) -> tuple[int, float]:
     """Return COUNT/DURATION (30/1m, 5/2s) as (count, window seconds); raises InvalidInput."""
-    from queuectl.settings import parse_duration
+    from queuectl.domain.settings import parse_duration
     from queuectl.store.limits import check_limits
 
     count, slash, window = text.partition("/")
@@ -36,8 +36,8 @@ def check(concurrency: int | None = None, rate: str | None = None, clear: bool =
 
 def set_limit(store, queue: str, concurrency: int | None = None, rate: str | None = None, clear: bool = False):
     """Set (or with `clear` remove) `queue`'s limits, leaving those not given as they are; return the
-    queuectl.models.QueueLimit kept (its `text` is "-" for none). Raises InvalidInput."""
-    from queuectl.jobspec import check_queue
+    queuectl.domain.models.QueueLimit kept (its `text` is "-" for none). Raises InvalidInput."""
+    from queuectl.domain.jobspec import check_queue
     from queuectl.store.limits import UNCHANGED
 
     window = check(concurrency, rate, clear)
@@ -50,7 +50,7 @@ def set_limit(store, queue: str, concurrency: int | None = None, rate: str | Non
 
 def limits(store, queue: str | None = None) -> list:
     """Return the limited queues' QueueLimit (only `queue`'s if given), by name."""
-    from queuectl.jobspec import check_queue
+    from queuectl.domain.jobspec import check_queue
 
     if queue is not None:
         check_queue(queue)

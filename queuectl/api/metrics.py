@@ -7,7 +7,7 @@ be zero is written as zero, so that a dashboard's queries see it before its firs
 
 from __future__ import annotations
 
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.api.snapshot import Snapshot
 
 WORKER_STATES = ("running", "draining", "stale", "dead")
@@ -126,7 +126,7 @@ def check_target(path: str) -> str:
     missing directory."""
     import os
 
-    from queuectl.errors import InvalidInput
+    from queuectl.domain.errors import InvalidInput
 
     if not path.strip():
         raise InvalidInput("--output is empty: give a file path")
@@ -145,7 +145,7 @@ def write_file(text: str, path: str) -> str:
     """
     import os
 
-    from queuectl.errors import InvalidInput
+    from queuectl.domain.errors import InvalidInput
 
     target = check_target(path)
     tmp = f"{target}.{os.getpid()}.tmp"

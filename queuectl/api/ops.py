@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from queuectl.errors import InvalidInput
-from queuectl.models import JobState
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.models import JobState
 
 #: The states `cancel` takes jobs from, and those it picks by default when it chooses by queue or state.
 CANCELLABLE = (JobState.PENDING, JobState.BLOCKED, JobState.FAILED, JobState.PROCESSING)
-#: The finished states `purge` deletes (each kept by its keep-* setting: queuectl.settings.RETENTION).
+#: The finished states `purge` deletes (each kept by its keep-* setting: queuectl.domain.settings.RETENTION).
 PURGEABLE = (JobState.COMPLETED, JobState.CANCELLED, JobState.DEAD)
 #: Seconds `cancel` waits by default for running jobs to be stopped.
 CANCEL_WAIT = 10.0
@@ -55,7 +55,7 @@ def cancel(store, patience, job_ids: Sequence[str] = (), queue: str | None = Non
     deleted while waited for.
     """
     from queuectl.api.waiting import wait_for_stop
-    from queuectl.jobspec import check_queue
+    from queuectl.domain.jobspec import check_queue
 
     if job_ids and (queue or states):
         raise InvalidInput("give job ids, or --queue/--state, not both")
@@ -103,7 +103,7 @@ def dlq_retry(store, job_ids: Sequence[str]) -> list[JobState]:
 def set_paused(store, queues: Sequence[str], paused: bool) -> list[tuple[str, bool]]:
     """Pause (workers claim none of their jobs) or resume queues; return (queue, whether it changed) for
     each queue named once. Kept in the database until changed. Raises InvalidInput for a bad name."""
-    from queuectl.jobspec import check_queue
+    from queuectl.domain.jobspec import check_queue
 
     names = [check_queue(q) for q in dict.fromkeys(queues)]
     return list(zip(names, store.set_paused(names, paused, store.now())))
@@ -137,8 +137,8 @@ def purge(store, states: Sequence[str] = (), older_than: str | None = None, queu
     batches of queuectl.store.PURGE_BATCH jobs (short transactions that let workers go on).
     Raises InvalidInput for a bad queue, state or duration (and "forever").
     """
-    from queuectl.jobspec import check_queue
-    from queuectl.settings import RETENTION, kept_ages, parse_duration
+    from queuectl.domain.jobspec import check_queue
+    from queuectl.domain.settings import RETENTION, kept_ages, parse_duration
     from queuectl.store import PURGE_BATCH
 
     queue = check_queue(queue) if queue else None
@@ -238,7 +238,7 @@ def retry_matching(store, job_filter, batch: int = BULK_BATCH) -> Bulk:
     dependencies, which come in later batches). Jobs enqueued after it began are not touched. Raises
     InvalidInput for a filter with no field.
     """
-    from queuectl.errors import Conflict, NotFound
+    from queuectl.domain.errors import Conflict, NotFound
 
     job_filter = _bulk_filter(job_filter)
     matched = changed = 0

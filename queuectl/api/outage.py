@@ -28,7 +28,7 @@ import os
 import time
 from typing import Callable, TypeVar
 
-from queuectl.errors import DatabaseUnavailable, InvalidConfig, InvalidInput
+from queuectl.domain.errors import DatabaseUnavailable, InvalidConfig, InvalidInput
 
 T = TypeVar("T")
 
@@ -54,7 +54,7 @@ def limit_from_environment(environ=os.environ) -> float:
 
     Raises InvalidConfig (exit 78) for a value that is not a number of seconds or a duration.
     """
-    from queuectl.settings import parse_duration
+    from queuectl.domain.settings import parse_duration
 
     raw = environ.get(LIMIT_ENV, "")
     if not raw.strip():

@@ -25,9 +25,9 @@ def draft(name: str, template: str, cron: str | None = None, every: str | None =
     """Check a schedule to add: `name`, the job JSON `template`, one of `cron` (five fields or @daily...) and
     `every` (30s, 5m...), the cron rule's `zone` (an IANA name; None: see `add`), `overlap`. Raises
     InvalidInput; `every` takes no zone (its slots are multiples since 1970-01-01 UTC)."""
-    from queuectl.errors import InvalidInput
-    from queuectl.jobspec import parse_template
-    from queuectl.recurrence import check_name, parse_rule
+    from queuectl.domain.errors import InvalidInput
+    from queuectl.domain.jobspec import parse_template
+    from queuectl.domain.recurrence import check_name, parse_rule
 
     check_name(name)
     if every is not None and zone is not None:
@@ -48,11 +48,11 @@ def add(store, new: Draft, replace: bool = False, warn: Callable[[str], None] = 
     """Add the schedule `new` (see `draft`), or with `replace` replace the one of that name.
 
     The zone of a cron rule: the draft's, else with `replace` the replaced schedule's, else this
-    host's (queuectl.recurrence.local_zone; `warn` gets a line when $TZ names no zone). A
+    host's (queuectl.domain.recurrence.local_zone; `warn` gets a line when $TZ names no zone). A
     replaced schedule keeps its pause, last run and skipped count. Raises Conflict for a name
     taken without `replace`.
     """
-    from queuectl.recurrence import local_zone
+    from queuectl.domain.recurrence import local_zone
 
     zone, cron = new.zone, new.rule.kind == "cron"
     if zone is None and replace and cron:
@@ -66,7 +66,7 @@ def add(store, new: Draft, replace: bool = False, warn: Callable[[str], None] = 
 
 
 def list_schedules(store) -> list:
-    """Return every schedule (queuectl.models.Schedule), by name."""
+    """Return every schedule (queuectl.domain.models.Schedule), by name."""
     return store.schedules()
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from queuectl.errors import InvalidInput
-from queuectl.jobspec import check_whole
-from queuectl.models import Job, JobState
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.jobspec import check_whole
+from queuectl.domain.models import Job, JobState
 from queuectl.store.jobfilter import JobFilter
 
 #: The most jobs a page holds, and how many it holds by default.
@@ -44,9 +44,9 @@ def job_filter(state: str | None = None, queue: str | None = None, key: str | No
                after: str | None = None, text: str | None = None, id_prefix: str | None = None) -> JobFilter:
     """Check each field of a filter and return it as a JobFilter (queuectl.store.jobfilter); an empty value ("")
     is no filter, as an empty field of a form. Raises InvalidInput naming the field: a state that is none, a
-    queue name, key, dependency id or id prefix that no job could have (queuectl.jobspec's rules; a prefix at
+    queue name, key, dependency id or id prefix that no job could have (queuectl.domain.jobspec's rules; a prefix at
     most as long as an id), a text longer than TEXT_MOST characters, or holding a NUL or a lone surrogate."""
-    from queuectl.jobspec import check_id, check_queue, is_unicode
+    from queuectl.domain.jobspec import check_id, check_queue, is_unicode
 
     def given(value) -> bool:
         return value is not None and value != ""

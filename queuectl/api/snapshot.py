@@ -11,17 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from queuectl.clock import Instant
-from queuectl.errors import InvalidConfig
-from queuectl.models import JobState, QueueLimit, Schedule, WorkerInfo
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import InvalidConfig
+from queuectl.domain.models import JobState, QueueLimit, Schedule, WorkerInfo
 
 
 @dataclass(frozen=True)
 class WorkerStatus:
     """A registered worker as a report shows it.
 
-    `state` is "running", "draining", "stale" or "dead" (queuectl.control.worker_state);
-    `heartbeat_age` is seconds since its last heartbeat (queuectl.liveness.heartbeat_age),
+    `state` is "running", "draining", "stale" or "dead" (queuectl.host.control.worker_state);
+    `heartbeat_age` is seconds since its last heartbeat (queuectl.host.liveness.heartbeat_age),
     both at the snapshot's `now`.
     """
 
@@ -75,7 +75,7 @@ class Snapshot:
     def retention(self) -> dict[str, float | None]:
         """{completed, cancelled, dead: seconds such jobs are kept; history: seconds the activity history's minutes
         are kept} (None: forever) (the keep-* settings)."""
-        from queuectl.settings import RETENTION
+        from queuectl.domain.settings import RETENTION
 
         return {**{state: self.settings[key] for state, key in RETENTION.items()},
                 "history": self.settings["keep-history"]}
@@ -86,8 +86,8 @@ def take(store) -> Snapshot:
 
     The workers are read before `now`, so that no heartbeat age comes out negative.
     """
-    from queuectl.control import worker_state
-    from queuectl.liveness import heartbeat_age
+    from queuectl.host.control import worker_state
+    from queuectl.host.liveness import heartbeat_age
 
     try:
         settings = store.settings()

@@ -15,9 +15,9 @@ STOPPED_SHOWN = 20
 class Status:
     """A status report: the snapshot (queuectl.api.snapshot.Snapshot), up to KEYS_SHOWN held keys as
     (key, job id, JobState) with how many are held in all, this host's worker units
-    (queuectl.units.show: systemd's properties of each, by Id; empty without systemd), the jobs
+    (queuectl.host.units.show: systemd's properties of each, by Id; empty without systemd), the jobs
     completed and failed per minute over the last 1, 5 and 15 minutes (queuectl.api.history.rates), the
-    workers that ended in the last STOPPED_SHOWN_FOR seconds (queuectl.models.StoppedWorker, newest first,
+    workers that ended in the last STOPPED_SHOWN_FOR seconds (queuectl.domain.models.StoppedWorker, newest first,
     at most STOPPED_SHOWN)."""
 
     snapshot: object
@@ -34,7 +34,7 @@ class Status:
 
     def to_dict(self) -> dict:
         """Return the report as `status --json` prints it."""
-        from queuectl.models import iso
+        from queuectl.domain.models import iso
 
         snap = self.snapshot
         return {"jobs": snap.totals, "queues": snap.counts,
@@ -56,7 +56,7 @@ class Status:
 def status(store) -> Status:
     """Read the status report: job counts by queue and state, limits, schedules, held keys, workers,
     this host's worker units and the rates of the last minutes. Raises what the store's reads raise."""
-    from queuectl import units
+    from queuectl.host import units
     from queuectl.api.history import rates
     from queuectl.api.snapshot import take
 

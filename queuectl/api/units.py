@@ -1,4 +1,4 @@
-"""This host's worker units as systemd tells them (queuectl.units.show), for the views that show workers
+"""This host's worker units as systemd tells them (queuectl.host.units.show), for the views that show workers
 (`queuectl top`, the dashboard): read at most every EVERY seconds whoever asks, and only while a worker of
 this host runs under a unit.
 
@@ -28,7 +28,7 @@ class UnitState(NamedTuple):
 
 
 def unit_state(props: dict[str, str]) -> UnitState:
-    """Return the UnitState of one unit's properties as queuectl.units.show gives them."""
+    """Return the UnitState of one unit's properties as queuectl.host.units.show gives them."""
     try:
         restarts = int(props.get("NRestarts") or 0)
     except ValueError:
@@ -37,7 +37,7 @@ def unit_state(props: dict[str, str]) -> UnitState:
 
 
 class Units:
-    """The unit states of this host's workers, read through `show` (queuectl.units.show: names to a list of
+    """The unit states of this host's workers, read through `show` (queuectl.host.units.show: names to a list of
     properties) at most every `every` seconds; one instance may serve many threads (a lock: callers that
     arrive together while it is read wait for that one reading). `reads` counts the reads."""
 
@@ -54,9 +54,9 @@ class Units:
 
     def of(self, workers) -> dict[int, UnitState]:
         """Return {worker id: its unit's state} for those of `workers` (queuectl.api.snapshot's: each with an
-        `info`, queuectl.models.WorkerInfo) that run under a unit on this host and that systemd knows; {} with
+        `info`, queuectl.domain.models.WorkerInfo) that run under a unit on this host and that systemd knows; {} with
         no such worker (and then systemd is not asked) or without systemd."""
-        from queuectl import procs
+        from queuectl.host import procs
 
         host = procs.hostname()
         here = [w.info for w in workers if w.info.unit and w.info.host == host]
@@ -76,7 +76,7 @@ class Units:
 
 
 def _systemd(names: tuple[str, ...]) -> list[dict[str, str]]:
-    """queuectl.units.show, imported when first asked (never on the CLI's other paths)."""
-    from queuectl.units import show
+    """queuectl.host.units.show, imported when first asked (never on the CLI's other paths)."""
+    from queuectl.host.units import show
 
     return show(names)

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from queuectl.errors import NotFound
-from queuectl.models import Job, JobState
+from queuectl.domain.errors import NotFound
+from queuectl.domain.models import Job, JobState
 from queuectl.api.outage import Patience
 from queuectl.store import CommandStore
 
@@ -96,7 +96,7 @@ class Attempts:
     read of a job says only a failure whose retry it is waiting for: an end that came before the wait
     is the final line's (the caller's), and the attempts before it are history. A job retried
     (`queuectl retry`, attempts back to 0) starts its count again. The error is escaped for the
-    terminal (queuectl.models.printable).
+    terminal (queuectl.domain.models.printable).
     """
 
     def __init__(self, store: CommandStore, patience: Patience, note: Callable[[str], None]):
@@ -116,7 +116,7 @@ class Attempts:
 
     def _runs(self, job: Job) -> int:
         """The most attempts `job` has: its first run and its retries."""
-        from queuectl.backoff import retry_limit
+        from queuectl.domain.backoff import retry_limit
 
         if job.max_retries is None and self._settings is None:
             self._settings = self.patience.read(self.store.settings)
@@ -134,8 +134,8 @@ def ended_attempts(job: Job) -> int:
 def attempt_line(job: Job, attempt: int, runs: int, latest: bool) -> str:
     """The line that says attempt `attempt` (of `runs` at most) of `job` ended failed; `latest`: it is the
     job's latest ended attempt, whose error the record holds and whose outcome is its state."""
-    from queuectl.backoff import delay_text
-    from queuectl.models import printable
+    from queuectl.domain.backoff import delay_text
+    from queuectl.domain.models import printable
 
     line = f"job {job.id}: attempt {attempt} of {runs} failed"
     if latest and job.last_error:

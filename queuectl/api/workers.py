@@ -13,14 +13,14 @@ def stop(store, patience, names: Sequence[str] = (), timeout: float | None = Non
          note: Callable[[str], None] | None = None) -> list:
     """Ask this host's running workers (all, or those named) to drain and exit, and wait for them.
 
-    Returns queuectl.control's results, one per worker signalled (`outcome` "timeout" for one still
+    Returns queuectl.host.control's results, one per worker signalled (`outcome` "timeout" for one still
     running when `timeout` seconds passed); [] when none runs here. With `force`, a worker that has
     taken the first signal gets the second (its running jobs stop and go back to pending); whether
     it has is read through `patience` (while the database is unavailable: as it was). `note`, if
     given, gets what the wait waits for after SAY_AFTER seconds, then every DRAIN_SAY_EVERY
     (waiting_for); while the database is unavailable, no line.
     """
-    from queuectl.control import select_workers, stop_workers
+    from queuectl.host.control import select_workers, stop_workers
 
     targets = select_workers(store.workers(), names)
     if not targets:
@@ -35,8 +35,8 @@ def stop(store, patience, names: Sequence[str] = (), timeout: float | None = Non
 
 def _sayer(store, patience, note: Callable[[str], None] | None):
     """The `watch` of a stop that says to `note` what it waits for (None: says nothing): see `stop`."""
-    from queuectl.errors import QueuectlError
-    from queuectl.models import DRAIN_SAY_EVERY
+    from queuectl.domain.errors import QueuectlError
+    from queuectl.domain.models import DRAIN_SAY_EVERY
 
     if note is None:
         return None
@@ -57,9 +57,9 @@ def _sayer(store, patience, note: Callable[[str], None] | None):
 
 def waiting_for(store, workers) -> str:
     """Say what a stop of `workers` (WorkerInfo, still running) waits for: their running jobs and how long each
-    has run (queuectl.models.waiting_line), or the workers themselves when they run none (they record their
+    has run (queuectl.domain.models.waiting_line), or the workers themselves when they run none (they record their
     results, or exit)."""
-    from queuectl.models import JobState, printable, waiting_line
+    from queuectl.domain.models import JobState, printable, waiting_line
 
     ids = {w.id for w in workers}
     now = store.clock()

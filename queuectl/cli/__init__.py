@@ -14,7 +14,7 @@ import click
 from queuectl import __version__
 from queuectl.api.database import ENVIRONMENT, OPTION, Database
 from queuectl.cli.common import HelpGroup
-from queuectl.errors import Interrupted, InvalidConfig, InvalidInput, QueuectlError
+from queuectl.domain.errors import Interrupted, InvalidConfig, InvalidInput, QueuectlError
 
 #: Exit codes, most specific class first. Click's own usage errors exit 2 as well.
 EXIT_CODES: tuple[tuple[type[QueuectlError], int], ...] = (
@@ -117,7 +117,7 @@ def _from_environment(error: click.UsageError) -> bool:
 
 
 def _fail(message: str, code: int):
-    from queuectl.logsetup import stderr_is_journal
+    from queuectl.host.logsetup import stderr_is_journal
 
     prefix = "<3>" if stderr_is_journal() else ""  # an error to `journalctl -p err`, as sd-daemon(3) has it
     message = " ".join(message.splitlines())  # one line, whatever a value it quotes holds (a URI's dbname: %0A)

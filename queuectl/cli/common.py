@@ -107,8 +107,8 @@ class Seconds(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, float):
             return value
-        from queuectl.errors import InvalidInput
-        from queuectl.settings import parse_duration
+        from queuectl.domain.errors import InvalidInput
+        from queuectl.domain.settings import parse_duration
 
         try:
             seconds = parse_duration(value, "a time", forever=False)

@@ -6,7 +6,7 @@ import click
 
 from queuectl.api import config as api
 from queuectl.cli.common import HelpGroup, json_option, pass_app, print_json, print_table
-from queuectl.settings import SETTINGS, show_value
+from queuectl.domain.settings import SETTINGS, show_value
 
 
 @click.group(cls=HelpGroup)

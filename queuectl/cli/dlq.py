@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from queuectl.cli.common import MOST_LISTED, HelpGroup, json_option, note_truncation, pass_app, print_json, print_table
-from queuectl.models import JobState, iso, one_line, printable
+from queuectl.domain.models import JobState, iso, one_line, printable
 
 
 @click.group(cls=HelpGroup)

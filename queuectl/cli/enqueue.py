@@ -12,8 +12,8 @@ import click
 
 from queuectl.api import jobs as api
 from queuectl.cli.common import Seconds, note, outage_doc, pass_app, patience, quiet_option
-from queuectl.errors import InvalidInput
-from queuectl.models import JobState
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.models import JobState
 
 
 class ArgvCommand(click.Command):
@@ -173,7 +173,7 @@ def _follow(store, job_id: str, waiting, wait_style: bool, print_id: bool = Fals
 
 def _not_completed(job) -> str:
     """The line `wait` prints for a job that ended without completing: its state and last error (escaped)."""
-    from queuectl.models import printable
+    from queuectl.domain.models import printable
 
     return f"job {job.id} {job.state.value}: {printable(job.last_error or 'no error recorded')}"
 

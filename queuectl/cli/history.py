@@ -48,8 +48,8 @@ def history(app, queue, since, step, summed, as_json):
     import time
 
     from queuectl.api.history import history as read_history
-    from queuectl.models import iso
-    from queuectl.settings import format_duration
+    from queuectl.domain.models import iso
+    from queuectl.domain.settings import format_duration
 
     rows = read_history(app.store(), queue=queue, since=since, step=STEPS[step], by_queue=not summed)
     if as_json:

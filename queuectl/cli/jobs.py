@@ -10,8 +10,8 @@ from queuectl.api import jobs as api
 from queuectl.cli.common import (MOST_LISTED, Seconds, json_option, note_truncation, outage_doc, pass_app, patience,
                                  print_json, print_table, quiet_option)
 from queuectl.cli.enqueue import _attempt_note, _follow, _not_completed, _ready_for_ctrl_c, _stopped_waiting
-from queuectl.errors import InvalidInput
-from queuectl.models import JobState, iso, one_line, printable
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.models import JobState, iso, one_line, printable
 
 STATE_CHOICE = click.Choice([s.value for s in JobState])
 
@@ -32,7 +32,7 @@ def list_(app, state, queue, limit, as_json):
       queuectl list --queue build --limit 20 --json
     """
     if queue is not None:
-        from queuectl.jobspec import check_queue
+        from queuectl.domain.jobspec import check_queue
 
         check_queue(queue)  # before the store is opened
     jobs, total = api.list_jobs(app.store(), state, queue, limit)
@@ -76,7 +76,7 @@ def show(app, job_id, as_json):
 
 def attempt_line(a) -> str:
     """One ended attempt (queuectl.store.jobfilter.Attempt) as a line: "attempt 2: failed (exit 3) at TIME after
-    1.2 s: ERROR", its error escaped for the terminal (queuectl.models.printable)."""
+    1.2 s: ERROR", its error escaped for the terminal (queuectl.domain.models.printable)."""
     code = f" (exit {a.exit_code})" if a.exit_code is not None else f" ({a.end_code})" if a.end_code else ""
     line = f"attempt {a.attempt}: {a.outcome.value}{code} at {iso(a.finished_at) or 'an unknown time'}"
     if a.duration is not None:
@@ -86,7 +86,7 @@ def attempt_line(a) -> str:
 
 def _shown(key: str, value) -> str:
     """A field of `show` as text: "never" for a time not set (`..._at`), "-" for any other unset or empty field;
-    user data escaped for the terminal (queuectl.models.printable)."""
+    user data escaped for the terminal (queuectl.domain.models.printable)."""
     if value is None or value == []:
         return "never" if key.endswith("_at") else "-"
     return printable(", ".join(value) if isinstance(value, list) else str(value))

@@ -6,7 +6,7 @@ import click
 
 from queuectl.api import limits as api
 from queuectl.cli.common import json_option, pass_app, print_json, print_table
-from queuectl.errors import InvalidInput
+from queuectl.domain.errors import InvalidInput
 
 
 @click.command()

@@ -6,8 +6,8 @@ import click
 
 from queuectl.api import ops as api
 from queuectl.cli.common import Seconds, json_option, pass_app, patience, print_json
-from queuectl.errors import QueuectlError
-from queuectl.models import JobState
+from queuectl.domain.errors import QueuectlError
+from queuectl.domain.models import JobState
 
 CANCELLABLE = click.Choice([s.value for s in api.CANCELLABLE])
 

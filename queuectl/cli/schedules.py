@@ -6,8 +6,8 @@ import click
 
 from queuectl.api import schedules as api
 from queuectl.cli.common import HelpGroup, json_option, note, pass_app, print_json, print_table
-from queuectl.errors import NotFound
-from queuectl.models import one_line
+from queuectl.domain.errors import NotFound
+from queuectl.domain.models import one_line
 
 
 @click.group(cls=HelpGroup)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from queuectl.cli.common import json_option, pass_app, print_json, print_table
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 
 
 @click.command()
@@ -19,7 +19,7 @@ def status(app, as_json):
       queuectl status --json
     """
     from queuectl.api.status import status as read_status
-    from queuectl.settings import format_duration
+    from queuectl.domain.settings import format_duration
 
     report = read_status(app.store())
     if as_json:

@@ -35,7 +35,7 @@ def top(app, interval, read_only):
     import locale
     import sys
 
-    from queuectl.errors import InvalidInput, PermissionDenied, QueuectlError
+    from queuectl.domain.errors import InvalidInput, PermissionDenied, QueuectlError
     from queuectl.tui import app as screen
     from queuectl.tui.model import View
     from queuectl.tui.source import Source
@@ -63,7 +63,7 @@ def top(app, interval, read_only):
     except (QueuectlError, KeyboardInterrupt):
         raise
     except Exception as e:  # the terminal is back (app.session): say what ended the view in one line
-        from queuectl.models import printable
+        from queuectl.domain.models import printable
 
         raise QueuectlError(f"top stopped: {type(e).__name__}: {printable(str(e))}") from None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from queuectl.cli.common import HelpGroup, json_option, pass_app
-from queuectl.errors import InvalidInput
+from queuectl.domain.errors import InvalidInput
 
 
 @click.command()
@@ -39,7 +39,7 @@ def web(app, **options):
       queuectl web --bind 0.0.0.0:8765 --users /etc/queuectl/web-users --allow-host queue.example.org
       queuectl web --url-prefix /queuectl --users /etc/queuectl/web-users --allow-host queue.example.org
     """
-    from queuectl.errors import InvalidConfig
+    from queuectl.domain.errors import InvalidConfig
 
     try:
         _serve(app, options)
@@ -51,7 +51,7 @@ def web(app, **options):
 
 
 def _serve(app, options) -> None:
-    from queuectl.errors import InvalidConfig
+    from queuectl.domain.errors import InvalidConfig
     from queuectl.web import config, users
 
     _need_libraries()
@@ -90,7 +90,7 @@ def _need_libraries() -> None:
     """Raise InvalidConfig naming the packages to install when the dashboard's libraries are missing."""
     import importlib.util
 
-    from queuectl.errors import InvalidConfig
+    from queuectl.domain.errors import InvalidConfig
 
     missing = [name for name in ("flask", "gunicorn", "bcrypt") if importlib.util.find_spec(name) is None]
     if missing:
@@ -151,7 +151,7 @@ def remove_user(name, path):
     Example:
       queuectl web-user rm alice
     """
-    from queuectl.errors import NotFound
+    from queuectl.domain.errors import NotFound
     from queuectl.web import userfile
 
     if not userfile.remove(path, name):

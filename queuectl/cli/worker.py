@@ -8,7 +8,7 @@ import sys
 import click
 
 from queuectl.cli.common import MOST_SLOTS, HelpGroup, Seconds, note, pass_app, patience
-from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
+from queuectl.domain.errors import InvalidConfig, InvalidInput, QueuectlError
 
 
 @click.group(cls=HelpGroup)
@@ -58,8 +58,8 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
       queuectl worker start --burst
       queuectl worker start --daemon --pidfile /run/user/1000/queuectl.pid
     """
-    from queuectl import logsetup
-    from queuectl.jobspec import check_queue
+    from queuectl.host import logsetup
+    from queuectl.domain.jobspec import check_queue
     from queuectl.worker import Worker, check_name, default_name
 
     app.for_worker()
@@ -95,7 +95,7 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
         make_worker().runner.close()
         app.close()
         log_file = os.path.abspath(log_file or os.path.join(app.log_dir(), f"worker-{name}.log"))
-        from queuectl.daemonize import detach
+        from queuectl.host.daemonize import detach
 
         detach(pidfile and os.path.abspath(pidfile), log_file)  # from here on we are the daemon
     logsetup.configure(verbose=verbose)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from queuectl.dburi import is_uri, near_miss
-from queuectl.errors import InvalidInput
+from queuectl.domain.dburi import is_uri, near_miss
+from queuectl.domain.errors import InvalidInput
 from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueued, Exchanged, FollowedOutput, JobProcess,
                                  UnknownDependency, WorkerGone)
 from queuectl.store.sql import SqlStore
@@ -44,7 +44,7 @@ def open_store(target: str, *, defaults: dict[str, Any] | None = None,
     mode; False (commands) keeps no state beyond a transaction. SQLite ignores it.
 
     `after_commit(store)`: called after each commit that may have made jobs ready or requested cancels,
-    so that the caller wakes the workers (queuectl.wake.wake_local_workers); the store itself knows no
+    so that the caller wakes the workers (queuectl.host.wake.wake_local_workers); the store itself knows no
     processes. SQLite only: PostgreSQL NOTIFYs its workers inside the transaction, and ignores it.
 
     `read_only`: a viewer's connection (`queuectl top`, the dashboard's reads), on which every write raises

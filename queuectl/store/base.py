@@ -1,6 +1,6 @@
 """What every store shares: the records it exchanges with the worker and the CLI, and the queue's rules.
 
-Records are NamedTuples, as in queuectl.models: immutable, and cheap to define, which every
+Records are NamedTuples, as in queuectl.domain.models: immutable, and cheap to define, which every
 command's start-up does (a frozen dataclass costs about 0.7 ms to define, a NamedTuple 0.15).
 
 A store is the only place that knows its database. The worker and the CLI call the
@@ -11,10 +11,10 @@ due times on the monotonic clock) hold on every backend.
 
 from typing import NamedTuple
 
-from queuectl.backoff import backoff_delay, retry_limit
-from queuectl.clock import Instant
-from queuectl.errors import Conflict, NotFound
-from queuectl.models import JobState
+from queuectl.domain.backoff import backoff_delay, retry_limit
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import Conflict, NotFound
+from queuectl.domain.models import JobState
 
 #: Jobs deleted per retention transaction: short write transactions (River deletes 10,000 with
 #: pauses, Solid Queue 500); each also frees the jobs' output.

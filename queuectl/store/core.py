@@ -10,7 +10,7 @@ queuectl.store.timing's, each written once.
 
 Every state change is one statement or one write transaction, and every write that finishes a
 job checks that the calling worker still owns it. The store knows nothing of processes or
-signals; callers pass the time in (`now`: a queuectl.clock.Instant from `store.now()`, or a bare
+signals; callers pass the time in (`now`: a queuectl.domain.clock.Instant from `store.now()`, or a bare
 wall-clock reading in Unix seconds, which schedules on the wall clock alone).
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from queuectl.clock import Instant, clock_domain
-from queuectl.models import Job
+from queuectl.domain.clock import Instant, clock_domain
+from queuectl.domain.models import Job
 from queuectl.store import fragments
 from queuectl.store.timing import clock_values, due, placeholders
 
@@ -154,7 +154,7 @@ class SqlCore:
 
     def wakeup_source(self):
         """Where wake-ups from other hosts arrive: an object with `fileno()` (readable when one came) and
-        `take()` (consume them); None where the engine has none (SQLite: queuectl.wake pokes the worker)."""
+        `take()` (consume them); None where the engine has none (SQLite: queuectl.host.wake pokes the worker)."""
         return None
 
     def maintain(self, worker_id: int) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from queuectl.clock import Instant, instant
-from queuectl.models import Job, JobState
+from queuectl.domain.clock import Instant, instant
+from queuectl.domain.models import Job, JobState
 from queuectl.store import fragments
 from queuectl.store.base import Exchanged, WorkerGone, after_failure
 from queuectl.store.core import (CANCELLED_ERROR, DUE, OUTPUT_BEFORE, OWNED, RELEASED, RESCHEDULE, SqlCore, claimed_jobs,

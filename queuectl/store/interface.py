@@ -3,7 +3,7 @@
 `CommandStore` is what the commands call (queuectl.api), `WorkerStore` what a worker calls
 (queuectl.worker), `Shared` what both do; `Store` is all of it. Both engines (queuectl.store.sqlite, queuectl.store.postgres, sharing queuectl.store.sql)
 implement all of it, and their docstrings give each rule in full. Times passed in (`now`)
-are queuectl.clock.Instant readings from `now()` (or bare Unix seconds, which schedule on
+are queuectl.domain.clock.Instant readings from `now()` (or bare Unix seconds, which schedule on
 the wall clock alone); every call may raise DatabaseUnavailable (the database cannot be
 reached, is locked for the whole busy timeout, or its disk is full) or DatabaseError.
 Anything else a SqlStore has is the engines' own: only their own tests (tests/unit/test_store_sqlite.py,
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence
 
-from queuectl.clock import Instant
-from queuectl.jobspec import NewJob
-from queuectl.models import Job, JobState, QueueLimit, Schedule, StoppedWorker, WorkerInfo
+from queuectl.domain.clock import Instant
+from queuectl.domain.jobspec import NewJob
+from queuectl.domain.models import Job, JobState, QueueLimit, Schedule, StoppedWorker, WorkerInfo
 from queuectl.store.activity import ActivityRow
 from queuectl.store.jobfilter import Attempt, Dependencies, JobFilter
 from queuectl.store.base import CancelResult, Enqueued, Exchanged, FollowedOutput, JobProcess
@@ -33,7 +33,7 @@ class Shared(Protocol):
         """The store's clock and this process's monotonic clock, read together: the `now` to pass in."""
 
     def settings(self) -> dict[str, Any]:
-        """Every setting in force, by canonical key (queuectl.settings); raises InvalidConfig for a bad stored one."""
+        """Every setting in force, by canonical key (queuectl.domain.settings); raises InvalidConfig for a bad stored one."""
 
     def describe(self) -> str:
         """The database as it may be shown to a user (never a password)."""
@@ -217,7 +217,7 @@ class WorkerStore(Shared, Protocol):
 
     def wakeup_source(self):
         """The worker's source of wake-ups from other hosts (fileno, take, broken), or None (SQLite:
-        queuectl.wake's datagrams). Raises InvalidConfig behind a pooler that cannot carry them."""
+        queuectl.host.wake's datagrams). Raises InvalidConfig behind a pooler that cannot carry them."""
 
     def rate_room_at(self, queues: Sequence[str], now: Instant | float) -> float | None:
         """When a rate limit that holds back a queue of `queues` next frees a place (Unix seconds on the store's

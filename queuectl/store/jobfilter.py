@@ -1,12 +1,12 @@
 """The records of finding jobs (queuectl.store.search): JobFilter, a job's dependencies both ways, and its attempts
 that ended without completing.
 
-Records are NamedTuples, as in queuectl.models (defined without `from __future__ import annotations`).
+Records are NamedTuples, as in queuectl.domain.models (defined without `from __future__ import annotations`).
 """
 
 from typing import NamedTuple
 
-from queuectl.models import JobState, iso
+from queuectl.domain.models import JobState, iso
 
 
 class JobFilter(NamedTuple):

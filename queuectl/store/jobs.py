@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from queuectl.clock import Instant, instant
-from queuectl.errors import DatabaseError, NotFound
-from queuectl.jobspec import NewJob
-from queuectl.models import Job, JobState
+from queuectl.domain.clock import Instant, instant
+from queuectl.domain.errors import DatabaseError, NotFound
+from queuectl.domain.jobspec import NewJob
+from queuectl.domain.models import Job, JobState
 from queuectl.store.shared_schema import KEY_HELD, dependency_failed
 from queuectl.store import fragments
 from queuectl.store.base import DuplicateJob, Enqueued, FollowedOutput, UnknownDependency, due_on_monotonic

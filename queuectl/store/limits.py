@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from queuectl.clock import Instant, instant
-from queuectl.models import QueueLimit
+from queuectl.domain.clock import Instant, instant
+from queuectl.domain.models import QueueLimit
 from queuectl.store import fragments, timing
 from queuectl.store.core import JOB_COLUMNS, SqlCore
 
@@ -174,7 +174,7 @@ def limits_for_claim(c, queues: Sequence[str], for_update: str) -> list:
 
 def check_limits(concurrency=UNCHANGED, rate=UNCHANGED) -> None:
     """Raise InvalidInput unless `concurrency` and `rate` are as set_limit takes them (None and UNCHANGED pass)."""
-    from queuectl.errors import InvalidInput
+    from queuectl.domain.errors import InvalidInput
 
     if concurrency not in (UNCHANGED, None) and not 1 <= concurrency <= MAX_COUNT:
         raise InvalidInput(f"--concurrency must be from 1 to {MAX_COUNT}, got {concurrency}")

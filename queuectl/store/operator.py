@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from queuectl.clock import Instant, instant
-from queuectl.errors import Conflict, InvalidInput, NotFound
-from queuectl.models import JobState
+from queuectl.domain.clock import Instant, instant
+from queuectl.domain.errors import Conflict, InvalidInput, NotFound
+from queuectl.domain.models import JobState
 from queuectl.store.shared_schema import KEY_HELD
 from queuectl.store import fragments
 from queuectl.store.base import PURGE_BATCH, CancelResult, schedule

@@ -2,7 +2,7 @@
 
 Only workers build these (queuectl.worker); the store reads them in SqlStore.exchange. They live
 apart from queuectl.store.base so that commands, which never exchange, do not define them at
-start-up. Records are NamedTuples, as in queuectl.models.
+start-up. Records are NamedTuples, as in queuectl.domain.models.
 """
 
 from typing import NamedTuple, Sequence

@@ -21,16 +21,16 @@ slot is skipped and counted. With "allow" runs take no key.
 import json
 from typing import TYPE_CHECKING, NamedTuple, Sequence
 
-from queuectl.clock import Instant, instant
-from queuectl.errors import Conflict, InvalidInput
-from queuectl.jobspec import validate_job
-from queuectl.models import Schedule
+from queuectl.domain.clock import Instant, instant
+from queuectl.domain.errors import Conflict, InvalidInput
+from queuectl.domain.jobspec import validate_job
+from queuectl.domain.models import Schedule
 from queuectl.store.shared_schema import KEY_HELD
 from queuectl.store.core import SqlCore
 from queuectl.store.jobs import insert_run
 
 if TYPE_CHECKING:
-    from queuectl.recurrence import Rule
+    from queuectl.domain.recurrence import Rule
 
 class Fired(NamedTuple):
     """What firing one slot of schedule `schedule` did: `outcome` "added" (job `job_id` was enqueued),
@@ -48,9 +48,9 @@ class Fired(NamedTuple):
 
 
 def _rule(row) -> "Rule":
-    """The recurrence rule of a row of the schedules table. queuectl.recurrence (zoneinfo, croniter) is
+    """The recurrence rule of a row of the schedules table. queuectl.domain.recurrence (zoneinfo, croniter) is
     imported here, when a schedule is read, so that the start-up of other commands does not pay for it."""
-    from queuectl.recurrence import Rule
+    from queuectl.domain.recurrence import Rule
 
     return Rule(row["kind"], row["expr"], row["zone"])
 
@@ -153,7 +153,7 @@ class ScheduleStore(SqlCore):
 
     def _fire(self, c, row, now: Instant) -> Fired:
         """Fire schedule `row`'s last due slot (standing for any missed before it), and move its next_at on."""
-        from queuectl.recurrence import slot_id
+        from queuectl.domain.recurrence import slot_id
 
         rule, name = _rule(row), row["name"]
         template = json.loads(row["template"])

@@ -19,8 +19,8 @@ when first called: `queuectl enqueue` never loads this module.
 
 from __future__ import annotations
 
-from queuectl.errors import NotFound
-from queuectl.models import Job, JobState
+from queuectl.domain.errors import NotFound
+from queuectl.domain.models import Job, JobState
 from queuectl.store.core import JOB_COLUMNS
 from queuectl.store.jobfilter import Attempt, Dependencies, JobFilter, Linked
 
@@ -51,7 +51,7 @@ def _conditions(store, f: JobFilter, dense: bool = False) -> tuple[list[str], li
                      f" OR {store.FIND.format('lower(last_error)', 'lower(?)')} > 0)")
         params += [f.text, f.text]
     if f.id_prefix is not None:
-        # Ids are ASCII (queuectl.jobspec.ID_RULE): those that begin with p lie in [p, p with its last character
+        # Ids are ASCII (queuectl.domain.jobspec.ID_RULE): those that begin with p lie in [p, p with its last character
         # one higher) in byte order.
         ordered = store.NOT_INDEXED.format(store.ID_ORDER) if dense else store.ID_ORDER
         where.append(f"{ordered} >= ? AND {ordered} < ?")
@@ -60,7 +60,7 @@ def _conditions(store, f: JobFilter, dense: bool = False) -> tuple[list[str], li
 
 
 def _prefix_range(prefix: str) -> list[str]:
-    """Return [low, high): the ids that begin with `prefix` in byte order (ids are ASCII: queuectl.jobspec.ID_RULE)."""
+    """Return [low, high): the ids that begin with `prefix` in byte order (ids are ASCII: queuectl.domain.jobspec.ID_RULE)."""
     return [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from queuectl import settings as settings_mod
-from queuectl.errors import InvalidConfig
+from queuectl.domain import settings as settings_mod
+from queuectl.domain.errors import InvalidConfig
 from queuectl.store.core import SqlCore
 
 

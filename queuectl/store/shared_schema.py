@@ -44,7 +44,7 @@ def dependency_failed(dep_id: str, state: str) -> str:
 
 #: Recurring jobs (`queuectl schedule`) and queue limits (`queuectl limit`), as both engines make them
 #: (SCHEDULE_PK, REAL_T and INT_T stand for each engine's types). A schedule's run is a job whose id
-#: names the schedule and the slot (queuectl.recurrence.slot_id): the jobs' unique id is what makes
+#: names the schedule and the slot (queuectl.domain.recurrence.slot_id): the jobs' unique id is what makes
 #: every other attempt to fire that slot a no-op. Limits live beside pause in queues; queue_starts
 #: holds the claims of rate-limited queues within their window.
 SCHEDULES_LIMITS = """

@@ -31,7 +31,7 @@ from queuectl.store.settings import SettingsStore
 from queuectl.store.workers import WorkerStore
 
 if TYPE_CHECKING:
-    from queuectl.models import Job
+    from queuectl.domain.models import Job
     from queuectl.store.jobfilter import Attempt, Dependencies, JobFilter
 
 

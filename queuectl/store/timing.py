@@ -1,7 +1,7 @@
 """The time rules that SQL evaluates, each written once: due times, rate windows, claiming ahead.
 
 Each rule is a SQL fragment (portable between SQLite and PostgreSQL) with named slots for the
-reader's clock, a queuectl.clock.Instant: `{domain}` (its boot id), `{mono}` (CLOCK_MONOTONIC
+reader's clock, a queuectl.domain.clock.Instant: `{domain}` (its boot id), `{mono}` (CLOCK_MONOTONIC
 seconds of that boot) and `{wall}` (the store's wall clock, Unix seconds: this host's on SQLite,
 the server's on PostgreSQL), and for the values a rule takes (`{slack}`, `{room}`, `{free}`, ...).
 Every fragment is rendered in one of two ways:
@@ -29,7 +29,7 @@ import functools
 import re
 from typing import Any, Mapping
 
-from queuectl.clock import STEP_TOLERANCE, Instant
+from queuectl.domain.clock import STEP_TOLERANCE, Instant
 
 #: The slots of the reader's clock and the Instant field each is bound to.
 CLOCK_SLOTS = {"domain": "domain", "mono": "mono", "wall": "wall"}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from queuectl.backoff import last_attempt
-from queuectl.clock import Instant, instant
-from queuectl.errors import Conflict
-from queuectl.models import JobState, StoppedWorker, WorkerInfo
+from queuectl.domain.backoff import last_attempt
+from queuectl.domain.clock import Instant, instant
+from queuectl.domain.errors import Conflict
+from queuectl.domain.models import JobState, StoppedWorker, WorkerInfo
 from queuectl.store.base import JobProcess, after_failure
 from queuectl.store import fragments
 from queuectl.store.core import RELEASED, RESCHEDULE, SqlCore
@@ -167,7 +167,7 @@ class WorkerStore(SqlCore):
         so does a job claimed and never recorded as started (its worker may have started it an
         instant before it died), unless a cancel of it was requested (it is cancelled) or its
         next run was its last attempt, which a worker records before it starts it (so it never
-        ran: back to pending, no attempt counted; queuectl.backoff.last_attempt). A job that kills
+        ran: back to pending, no attempt counted; queuectl.domain.backoff.last_attempt). A job that kills
         its worker at once thus runs at most max_retries + 1 times. The dead worker's
         registration is removed. `config`, the settings in force as the caller
         read them, spares reading them again.
@@ -207,7 +207,7 @@ class WorkerStore(SqlCore):
             if unstarted and (r["cancel_requested_at"] is not None
                               or last_attempt(r["attempts"], r["max_retries"], config)):
                 # Not run: a cancel was asked before its start, or it was to run its last attempt,
-                # whose start the worker records first (queuectl.backoff.last_attempt).
+                # whose start the worker records first (queuectl.domain.backoff.last_attempt).
                 c.execute(f"UPDATE jobs SET {RELEASED}, updated_at = ? WHERE seq = ?", (now.wall, now.wall, r["seq"]))
                 recovered.append((r["id"], JobState.CANCELLED if r["cancel_requested_at"] else JobState.PENDING))
                 continue

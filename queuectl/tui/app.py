@@ -19,9 +19,9 @@ import curses
 import signal
 import time
 
-from queuectl.errors import DatabaseUnavailable
+from queuectl.domain.errors import DatabaseUnavailable
 from queuectl.tui import layout, model
-from queuectl.models import printable
+from queuectl.domain.models import printable
 from queuectl.tui.layout import ASCII, UNICODE, cells
 
 #: Milliseconds a key is waited for before the loop looks at the clock again.
@@ -166,7 +166,7 @@ class Top:
 
     def read_job(self) -> None:
         """Read the followed job and its output; an outage or a job gone is said in the job view's footer."""
-        from queuectl.errors import NotFound
+        from queuectl.domain.errors import NotFound
 
         try:
             self.job = self.source.job(self.job_id)

@@ -4,7 +4,7 @@
 activity history and the worker units, as queuectl.tui.source read them) and the viewer's state
 (filter, selection, read-only, outage) into a Model: panes of rows of printable cells, which
 queuectl.tui.layout fits to a terminal's size. Every cell of user data goes through
-queuectl.models.printable (the one rule for text that reaches a terminal) here, where the view
+queuectl.domain.models.printable (the one rule for text that reaches a terminal) here, where the view
 takes text in.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
-from queuectl.models import JobState, printable
+from queuectl.domain.models import JobState, printable
 
 #: Minutes of throughput the view keeps per queue (the last hour, one value a minute).
 MINUTES = 60

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from queuectl.errors import QueuectlError
+from queuectl.domain.errors import QueuectlError
 from queuectl.tui.model import DEAD_SHOWN, MINUTES, RUNNING_SHOWN, Reading
 
 

@@ -73,7 +73,7 @@ def cancel_job(job_id: str):
 
     result = _act(lambda store: cancel_now(store, job_id))
     if result.error:
-        from queuectl.errors import Conflict, NotFound
+        from queuectl.domain.errors import Conflict, NotFound
 
         if result.was is None:
             raise NotFound(result.error)  # as retry's
@@ -91,7 +91,7 @@ def queue_paused(queue: str, paused: bool):
 def schedule_paused(name: str, paused: bool):
     from queuectl.api.ops import said_paused
     from queuectl.api.schedules import set_paused
-    from queuectl.errors import NotFound
+    from queuectl.domain.errors import NotFound
 
     [(_, changed)] = _act(lambda store: set_paused(store, [name], paused))
     if changed is None:

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from queuectl.errors import (Conflict, DatabaseUnavailable, InvalidConfig, InvalidInput, NotFound, PermissionDenied,
+from queuectl.domain.errors import (Conflict, DatabaseUnavailable, InvalidConfig, InvalidInput, NotFound, PermissionDenied,
                              QueuectlError)
 from queuectl.web import hosts, security
 from queuectl.web.config import WebConfig
@@ -109,7 +109,7 @@ def create_app(cfg: WebConfig, connections, users: dict | None, allowed: hosts.A
 
     @app.errorhandler(QueuectlError)
     def domain_error(e):
-        from queuectl.models import printable
+        from queuectl.domain.models import printable
 
         return error(status_for(e), printable(str(e)))
 

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Callable, Mapping, NamedTuple
 
-from queuectl.errors import InvalidConfig, InvalidInput
+from queuectl.domain.errors import InvalidConfig, InvalidInput
 from queuectl.web.hosts import is_loopback, parse_names
 
 DEFAULT_BIND = "127.0.0.1:8765"
@@ -149,7 +149,7 @@ def load(options: Mapping[str, object], site: Mapping[str, str], where: str = "t
 
 
 def _seconds(text: str) -> float:
-    from queuectl.settings import parse_duration
+    from queuectl.domain.settings import parse_duration
 
     return parse_duration(text, "an interval", forever=False)
 

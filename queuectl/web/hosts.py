@@ -30,7 +30,7 @@ import sys
 import threading
 from typing import Callable, Iterable, NamedTuple
 
-from queuectl.errors import InvalidInput
+from queuectl.domain.errors import InvalidInput
 
 #: The names of this host's loopback interface, always answered.
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from flask import current_app, render_template, request
 
-from queuectl.errors import InvalidInput
+from queuectl.domain.errors import InvalidInput
 
 #: The dead letter queue's newest entries and the running jobs the overview shows, at most.
 DEAD_SHOWN, RUNNING_SHOWN = 10, 20
@@ -86,7 +86,7 @@ def search(store, chosen: dict[str, str], before: int | None = None, limit: int 
 def jobs():
     from flask import redirect, url_for
 
-    from queuectl.models import JobState
+    from queuectl.domain.models import JobState
 
     chosen = filters(request.args)
     try:
@@ -118,7 +118,7 @@ def bulk():
     """The confirmation of a bulk action, with how many jobs match now (an operator's page: it changes nothing)."""
     from flask import g
 
-    from queuectl.errors import PermissionDenied
+    from queuectl.domain.errors import PermissionDenied
 
     if not g.may_act:
         raise PermissionDenied("refused: your role may only look")

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Callable
 
-from queuectl.errors import PermissionDenied
+from queuectl.domain.errors import PermissionDenied
 
 #: Seconds a history read is kept, by span (seconds): the hour's minutes change each minute, a day's or
 #: week's hours each hour, though their newest hour is the one the hour's chart shows, so not for long

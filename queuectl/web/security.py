@@ -15,7 +15,7 @@ import hashlib
 import hmac
 from urllib.parse import urlsplit
 
-from queuectl.errors import PermissionDenied
+from queuectl.domain.errors import PermissionDenied
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self';"
        " form-action 'self'; frame-ancestors 'none'; base-uri 'none'")

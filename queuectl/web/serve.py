@@ -14,7 +14,7 @@ import os
 import socket
 from typing import NamedTuple
 
-from queuectl.errors import InvalidConfig, QueuectlError
+from queuectl.domain.errors import InvalidConfig, QueuectlError
 from queuectl.web.config import WebConfig, check_exposure
 
 #: Request threads: a page's reads wait on the one reading connection, so more would only queue there.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from queuectl.errors import InvalidConfig
+from queuectl.domain.errors import InvalidConfig
 from queuectl.web.users import User, parse
 
 #: The mode of a users file this module writes: its hashes are for the dashboard's eyes only.

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import NamedTuple
 
-from queuectl.errors import InvalidConfig, InvalidInput
+from queuectl.domain.errors import InvalidConfig, InvalidInput
 
 ROLES = ("viewer", "operator")
 #: Seconds a successful password check is remembered, and how many are remembered at most.

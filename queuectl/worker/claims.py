@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Sequence
 
-from queuectl.errors import DatabaseError
-from queuectl.models import Job
+from queuectl.domain.errors import DatabaseError
+from queuectl.domain.models import Job
 
 #: Seconds below which a job counts as short (the worker then claims ahead), and the longest a
 #: claimed-ahead job waits behind slots that are all busy before it is given back.

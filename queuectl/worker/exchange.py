@@ -3,7 +3,7 @@
 Each exchange records every start, process group and end since the last one (the ledger,
 queuectl.worker.ledger, says when it is due), gives back what the worker will not run, and
 claims as many jobs as the claim policy asks (queuectl.worker.claims). A job's last attempt
-(queuectl.backoff.last_attempt) has its start recorded before it runs, one exchange of its own.
+(queuectl.domain.backoff.last_attempt) has its start recorded before it runs, one exchange of its own.
 
 A crash between a job's exit and its record re-runs it (at least once): the window is
 RECORD_WITHIN seconds while the worker batches, the exchange's own time otherwise. A crash
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 
-from queuectl.backoff import backoff_delay, retry_text
-from queuectl.errors import DatabaseError, NotFound
-from queuectl.models import JobState, printable
-from queuectl.runner import RunResult
+from queuectl.domain.backoff import backoff_delay, retry_text
+from queuectl.domain.errors import DatabaseError, NotFound
+from queuectl.domain.models import JobState, printable
+from queuectl.host.runner import RunResult
 from queuectl.store import Exchange, Outcome, Running
 from queuectl.worker.output import next_output_due, output_recorded
 

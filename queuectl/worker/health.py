@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
-from queuectl.clock import STEP_TOLERANCE, Instant
+from queuectl.domain.clock import STEP_TOLERANCE, Instant
 
 log = logging.getLogger("queuectl.worker")
 
@@ -34,7 +34,7 @@ class Stats:
 class Health:
     """When this worker beats, whether its last beat is fresh, and what a late one means.
 
-    `notifier` (queuectl.notify.Notifier) tells the watchdog's interval; `watch` is the
+    `notifier` (queuectl.host.notify.Notifier) tells the watchdog's interval; `watch` is the
     worker's liveness.Watch of the others; `monotonic` gives CLOCK_MONOTONIC seconds.
     """
 
@@ -52,7 +52,7 @@ class Health:
 
     def fresh(self, now: float, config: dict) -> bool:
         """Return True while the last heartbeat is younger than stale-after / 2 at monotonic `now`, so
-        that no other worker can have found this one stale and given its claims back (queuectl.liveness)."""
+        that no other worker can have found this one stale and given its claims back (queuectl.host.liveness)."""
         return self.last_beat is not None and now - self.last_beat.mono < config["stale-after"] / 2
 
     def interval(self, config: dict) -> float:

@@ -24,15 +24,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from queuectl import procs
-from queuectl import settings as settings_mod
-from queuectl.backoff import last_attempt, retry_limit
-from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, InvalidConfig, InvalidInput, QueuectlError
-from queuectl.models import DRAIN_SAY_EVERY, Job, one_line, waiting_line
-from queuectl.notify import Notifier
-from queuectl.runner import JobEnvironment, Runner
-from queuectl.signals import on_stop
+from queuectl.host import procs
+from queuectl.domain import settings as settings_mod
+from queuectl.domain.backoff import last_attempt, retry_limit
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import DatabaseError, InvalidConfig, InvalidInput, QueuectlError
+from queuectl.domain.models import DRAIN_SAY_EVERY, Job, one_line, waiting_line
+from queuectl.host.notify import Notifier
+from queuectl.host.runner import JobEnvironment, Runner
+from queuectl.host.signals import on_stop
 from queuectl.store import WorkerGone, WorkerStore
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.duties import run_due, wake_at
@@ -76,7 +76,7 @@ class Worker:
     `burst` exits once no job is ready, waiting for a retry, running here, or held by a
     dead or stale worker. `clock` gives Unix seconds (default: the store's clock, which on
     PostgreSQL is the server's), `monotonic` CLOCK_MONOTONIC seconds (timers, liveness and
-    due times: see queuectl.clock); both injectable, and `tick` is one turn of the loop,
+    due times: see queuectl.domain.clock); both injectable, and `tick` is one turn of the loop,
     which a test may drive. Raises InvalidInput for a bad name or slot count, InvalidConfig
     for inconsistent settings.
     """
@@ -315,7 +315,7 @@ class Worker:
         return True
 
     def _say_drain(self, now: float) -> None:
-        """While draining, log what the drain waits for every DRAIN_SAY_EVERY seconds (queuectl.models.waiting_line),
+        """While draining, log what the drain waits for every DRAIN_SAY_EVERY seconds (queuectl.domain.models.waiting_line),
         so that a `systemctl stop`'s journal says it."""
         if self.runner.running and now >= self._drain_said_at + DRAIN_SAY_EVERY:
             self._drain_said_at = now

@@ -13,7 +13,7 @@ connection attempt), and on any other database error, which a new process might 
 connection that answers but refuses every write, as a server demoted to a standby does; a
 SQLite file replaced under the open one).
 
-After an outage every other worker gets stale-after to beat again (queuectl.liveness rule 2),
+After an outage every other worker gets stale-after to beat again (queuectl.host.liveness rule 2),
 once per outage.
 """
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger("queuectl.worker")
 
@@ -34,7 +34,7 @@ DB_RETRY = 1.0
 class Outage:
     """One worker's view of its database's failures: since when it fails, when to try again, what is in doubt.
 
-    `notifier` is pinged for the watchdog (queuectl.notify.Notifier); `watch` is the worker's
+    `notifier` is pinged for the watchdog (queuectl.host.notify.Notifier); `watch` is the worker's
     liveness.Watch of the others (given their grace); `monotonic` gives CLOCK_MONOTONIC seconds.
     """
 
@@ -85,7 +85,7 @@ class Outage:
 
     def works(self, now: Callable[[], Instant]) -> None:
         """After an outage (once a whole turn of the loop succeeded): say so, and give every other
-        worker stale-after to beat again (queuectl.liveness rule 2). `now` reads the worker's clocks."""
+        worker stale-after to beat again (queuectl.host.liveness rule 2). `now` reads the worker's clocks."""
         if self.failing_since is None:
             return
         at = now()

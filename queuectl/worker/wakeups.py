@@ -1,15 +1,15 @@
 """Wake-up sources: what ends the loop's wait early besides a job's end or output.
 
-Three sources sit in the runner's select(): the stop signals' self-pipe (queuectl.signals), the
-worker's wake-up socket that `queuectl enqueue` and `cancel` poke (queuectl.wake), and the
+Three sources sit in the runner's select(): the stop signals' self-pipe (queuectl.host.signals), the
+worker's wake-up socket that `queuectl enqueue` and `cancel` poke (queuectl.host.wake), and the
 store's own source, if any (PostgreSQL's LISTEN). A wake-up makes the worker look for cancels
 and claim at once.
 """
 
 from __future__ import annotations
 
-from queuectl.signals import drain
-from queuectl.wake import listen as listen_for_pokes
+from queuectl.host.signals import drain
+from queuectl.host.wake import listen as listen_for_pokes
 
 
 class Wakeups:
@@ -18,7 +18,7 @@ class Wakeups:
     def __init__(self, store, runner):
         self.store = store
         self.runner = runner
-        self.poke = None  # the wake-up socket (queuectl.wake)
+        self.poke = None  # the wake-up socket (queuectl.host.wake)
         self.source = None  # the store's wake-up source (PostgreSQL's LISTEN), if any
         self._source_fd = None
 

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from conftest import QUEUECTL, configure, require, wait_for
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store.limits import RATE_SLACK
 
 from .conftest import integrity

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import QUEUECTL, configure, wait_for
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import SqliteStore
 
 from .conftest import cpu_seconds, integrity, require_privilege

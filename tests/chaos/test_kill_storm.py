@@ -21,7 +21,7 @@ import time
 import pytest
 
 from conftest import configure, require, wait_for
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import is_uri
 
 from .conftest import integrity

@@ -5,7 +5,7 @@ of the time under their old name (the new incarnation recovers at registration) 
 under a new one (a peer finds the dead process at its next heartbeat). Some poison jobs kill
 their worker at once, before the lazy start record; others after it. Each run of a poison job
 leaves a line in a file of its own, so runs are counted whether or not they were recorded.
-The rule under test (queuectl.backoff.last_attempt): no job runs more than max_retries + 1
+The rule under test (queuectl.domain.backoff.last_attempt): no job runs more than max_retries + 1
 times, however soon after its start its worker dies, and every ordinary job completes.
 """
 
@@ -17,7 +17,7 @@ import time
 import pytest
 
 from conftest import configure, wait_for
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 
 from .conftest import integrity
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from conftest import wait_for
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from support.worker_steps import new_job
 

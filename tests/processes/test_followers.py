@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import QUEUECTL, configure
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import open_store
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import configure, enqueue, queuectl, wait_for
 from queuectl.api.history import history, quantile
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 
 FAST = (("heartbeat-interval", "0.2"), ("poll-interval", "0.05"), ("stale-after", "60"), ("backoff-base", "1"),
         ("backoff-max", "0"))

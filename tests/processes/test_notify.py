@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from conftest import QUEUECTL, WorkerProcs, configure, enqueue, queuectl, wait_for
-from queuectl import logsetup
-from queuectl.models import JobState
-from queuectl.notify import Notifier, watchdog_interval
+from queuectl.host import logsetup
+from queuectl.domain.models import JobState
+from queuectl.host.notify import Notifier, watchdog_interval
 from queuectl.store import SqliteStore
 
 
@@ -526,7 +526,7 @@ def test_watchdog_pid_of_another_process_means_no_pings(db, run_cli, store, work
     assert sock.with_line("READY=1") and sock.with_line("STOPPING=1")
 
 
-# == queuectl.notify units =========================================================================
+# == queuectl.host.notify units =========================================================================
 
 
 @pytest.mark.parametrize("environ, pid, expected", [
@@ -598,7 +598,7 @@ def test_notifier_sends_to_a_real_socket(notify_socket, monkeypatch):
     assert {m.pid for m in sock.messages} == {os.getpid()}
 
 
-# == journal priorities (queuectl.logsetup) ==================================================================
+# == journal priorities (queuectl.host.logsetup) ==================================================================
 
 
 @pytest.mark.parametrize("level, prefix", [

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import QUEUECTL, configure, enqueue, import_or_skip, queuectl, wait_for
 from support.backdoor import behind_queuectls_back
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from queuectl.store.postgres.schema import SCHEMA_VERSION
 from support.pgserver import free_port

@@ -27,7 +27,7 @@ import pytest
 
 from conftest import QUEUECTL, WorkerProcs, enqueue, queuectl, wait_for
 from conftest import configure as set_config
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import is_uri
 from support.worker_steps import claim
 from support.procstat import gone, live_members
@@ -216,7 +216,7 @@ def test_burst_recovers_and_runs_a_killed_workers_job(db, run_cli, store, worker
 def test_a_job_that_kills_its_worker_at_once_runs_max_retries_plus_one_times(db, run_cli, store, tmp_path,
                                                                              max_retries):
     # Killed within a millisecond of its start, before a lazy start record: every loss counts the
-    # attempt, and the last attempt's start is recorded before it runs (queuectl.backoff.last_attempt).
+    # attempt, and the last attempt's start is recorded before it runs (queuectl.domain.backoff.last_attempt).
     configure(run_cli, ("backoff-max", "0"))
     ran = tmp_path / "ran"
     enqueue(run_cli, id="poison", command=f"echo x >> {safe_path(ran)}; kill -9 $PPID", max_retries=max_retries)

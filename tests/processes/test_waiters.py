@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import QUEUECTL, configure
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from support.worker_steps import NOW, add, claim, finish, ok, register
 from unit.test_wait import ended
 

@@ -486,7 +486,7 @@ def test_the_workers_page_shows_each_worker_s_unit(db, web, browser, workers):
     """A worker under a unit (QUEUECTL_UNIT, as queuectl-worker@.service sets it) shows its unit; its state
     and restarts come from systemd on this host only, so without systemd here they are "-" (under systemd:
     tests/system/test_web_service.py)."""
-    from queuectl.units import systemd_booted
+    from queuectl.host.units import systemd_booted
 
     workers.start("--name", "w-unit", env={"QUEUECTL_UNIT": "queuectl-worker@w-unit.service"})
     workers.start("--name", "w-plain")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from queuectl.clock import instant
-from queuectl.jobspec import NewJob, parse_job
-from queuectl.models import Job, JobState
+from queuectl.domain.clock import instant
+from queuectl.domain.jobspec import NewJob, parse_job
+from queuectl.domain.models import Job, JobState
 from queuectl.store import Exchange, Outcome, Running
 
 #: The tests' wall clock, Unix seconds: every time they pass in is NOW plus or minus seconds.

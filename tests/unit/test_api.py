@@ -14,9 +14,9 @@ from queuectl.api.database import CONFIG, DEFAULT, ENVIRONMENT, OPTION, Database
 from queuectl.api.outage import Patience
 from queuectl.api.status import status, write_metrics
 from queuectl.cli import exit_code_for
-from queuectl.errors import (Conflict, DatabaseUnavailable, Interrupted, InvalidConfig, InvalidInput, NotFound,
+from queuectl.domain.errors import (Conflict, DatabaseUnavailable, Interrupted, InvalidConfig, InvalidInput, NotFound,
                              PermissionDenied, QueuectlError)
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 
 
 def dump(path: str) -> tuple:

@@ -1,6 +1,6 @@
 import pytest
 
-from queuectl.backoff import backoff_delay
+from queuectl.domain.backoff import backoff_delay
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Generated bad jobs for `queuectl enqueue` (Hypothesis): every refusal is exit 2, one line, nothing stored.
 
-Each example is a job that queuectl/jobspec.py must refuse: text that is not JSON (cut short,
+Each example is a job that queuectl/domain/jobspec.py must refuse: text that is not JSON (cut short,
 junk after it, nested too deep, a number too long to read, a raw lone surrogate as the shell
 passes a byte that is not UTF-8), JSON that is not an object, or an object that is valid but for
 one thing (a field of the wrong type or range, an unknown or repeated field, no command, both
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import SQLITE_ONLY, assert_error, snapshot
-from queuectl.jobspec import FIELDS, MAX_COMMAND_BYTES, MAX_RETRIES
+from queuectl.domain.jobspec import FIELDS, MAX_COMMAND_BYTES, MAX_RETRIES
 
 #: Fixed examples and a derandomized search: the same inputs on every run, no example database.
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
@@ -147,7 +147,7 @@ raw_surrogate_inside = good_jobs.flatmap(  # as `queuectl enqueue "$(printf '{"c
                                 ensure_ascii=False)))
 refused_jobs = st.one_of(bad_field(), bad_shape(), not_json(), not_an_object, raw_surrogate_inside)
 
-#: What Hypothesis found (each failed before the fix in queuectl/jobspec.py), kept as fixed examples.
+#: What Hypothesis found (each failed before the fix in queuectl/domain/jobspec.py), kept as fixed examples.
 FOUND = [
     '{"command": "x", "a\\nb": 1}',  # an unknown field's name with a line break gave two lines
     '{"command": "x", "\\u2028": 1}',  # ... and one with U+2028, a line break to splitlines()

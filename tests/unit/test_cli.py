@@ -24,8 +24,8 @@ from support.backdoor import behind_queuectls_back
 from queuectl.cli import cli as cli_group
 
 from queuectl.cli import cli
-from queuectl.jobspec import FIELDS, MAX_COMMAND_BYTES
-from queuectl.settings import SETTINGS
+from queuectl.domain.jobspec import FIELDS, MAX_COMMAND_BYTES
+from queuectl.domain.settings import SETTINGS
 from queuectl.store import Outcome, is_uri, open_store
 from support.worker_steps import claim, finish
 
@@ -933,7 +933,7 @@ def test_enqueue_imports_neither_the_worker_nor_click_commands_it_does_not_run(d
     assert r.returncode == 0, r.stderr
     imported = set(r.stderr.split())
     assert "queuectl.cli.enqueue" in imported and "queuectl.store" in imported
-    unneeded = {"queuectl.worker", "queuectl.runner", "queuectl.cli.worker", "queuectl.cli.dlq", "queuectl.notify",
+    unneeded = {"queuectl.worker", "queuectl.host.runner", "queuectl.cli.worker", "queuectl.cli.dlq", "queuectl.host.notify",
                 "configparser", "queuectl.cli.jobs", "queuectl.cli.status"}
     if is_uri(db):
         assert "psycopg" in imported

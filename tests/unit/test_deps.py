@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import QUEUECTL, assert_error, snapshot
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from support.worker_steps import NOW, add, bad, claim, finish, register
 from unit.conformance.test_dependencies import run_one

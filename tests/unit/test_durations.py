@@ -1,10 +1,10 @@
-"""Durations as settings and options write them (queuectl.settings): format_duration gives what parse_duration
+"""Durations as settings and options write them (queuectl.domain.settings): format_duration gives what parse_duration
 reads back, in the largest whole unit, never in exponent notation."""
 
 import pytest
 from hypothesis import given, strategies as st
 
-from queuectl.settings import format_duration, parse_duration
+from queuectl.domain.settings import format_duration, parse_duration
 
 
 @pytest.mark.parametrize("seconds, text", [

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import assert_error, configure
-from queuectl.jobspec import command_of_argv
+from queuectl.domain.jobspec import command_of_argv
 
 #: Arguments a shell would read: spaces, quotes, $, ;, a newline, a glob, a leading dash, an empty one.
 TRICKY = ["a b", '"double"', "it's", "$HOME", "$(echo no)", "x;y", "l1\nl2", "*", "-n", "--", "", "back\\slash"]

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import assert_error
 from queuectl.api.following import follow
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import Exchange, Running
 from support.worker_steps import NOW, add, bad, claim, finish, ok
 from unit.conformance.test_output import record, started

@@ -4,8 +4,8 @@ import pytest
 
 from conftest import json_error_position  # tests/conftest.py
 
-from queuectl.errors import InvalidInput
-from queuectl.jobspec import MAX_COMMAND_BYTES, parse_job
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.jobspec import MAX_COMMAND_BYTES, parse_job
 
 NOW = 1_000_000.0
 

@@ -9,7 +9,7 @@ import hashlib
 import pytest
 
 from conftest import assert_error, snapshot
-from queuectl.clock import STEP_TOLERANCE
+from queuectl.domain.clock import STEP_TOLERANCE
 from queuectl.store import core as sql_module
 from queuectl.store import fragments, timing
 from queuectl.store.postgres.schema import MIGRATIONS, claim_limited

@@ -18,8 +18,8 @@ import pytest
 
 from conftest import QUEUECTL, import_or_skip, queuectl
 from support.backdoor import behind_queuectls_back
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput
-from queuectl.models import JobState
+from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidInput
+from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from queuectl.store.postgres.schema import SCHEMA_VERSION, claim_limited
 from support.pgserver import free_port

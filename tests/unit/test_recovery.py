@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
-from queuectl import procs
-from queuectl.clock import Instant
-from queuectl.models import JobState
+from queuectl.host import procs
+from queuectl.domain.clock import Instant
+from queuectl.domain.models import JobState
 from queuectl.worker.duties.recovery import SPAWN_SETTLE, Recovery, kill_local
-from queuectl.runner import spawn
+from queuectl.host.runner import spawn
 from queuectl.store import Exchange, Running
 from support.procstat import live_members
 from conftest import wait_for
@@ -118,7 +118,7 @@ def test_a_sweep_looks_for_a_dead_workers_unrecorded_groups_only_after_spawn_set
     sweep(100.0 + SPAWN_SETTLE / 2)
     assert store.get_job("x").state == JobState.PROCESSING
     sweep(100.0 + SPAWN_SETTLE)
-    # It ran unrecorded: its attempt counts (queuectl.backoff.last_attempt).
+    # It ran unrecorded: its attempt counts (queuectl.domain.backoff.last_attempt).
     assert (store.get_job("x").state, store.get_job("x").attempts, recovery.held) == (JobState.FAILED, 1, 0)
     # SIGKILL is sent at once; the process may take a moment to exit
     wait_for(lambda: live_members(leftover) == [], timeout=10, message="the killed group to be gone")

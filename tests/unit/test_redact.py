@@ -1,4 +1,4 @@
-"""No password in any message: queuectl.dburi's candidates and masks, every shape through the CLI, and
+"""No password in any message: queuectl.domain.dburi's candidates and masks, every shape through the CLI, and
 Hypothesis-generated URIs with passwords in every place and shape.
 
 A password reaches a PostgreSQL URI in its user part or a `password=` parameter, plain or
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from conftest import QUEUECTL, Cli, assert_error, import_or_skip
 from support.pgserver import free_port
-from queuectl.dburi import redact, secrets, uri_error
+from queuectl.domain.dburi import redact, secrets, uri_error
 
 #: Every test password starts with this: no other text of a URI or of a message holds it.
 MARK = "QxPw9"
@@ -40,7 +40,7 @@ def assert_hidden(output: str, password: str, written: str = "") -> None:
         assert text not in output, (text, output)
 
 
-# -- queuectl.dburi: no driver, no server ------------------------------------------------------------
+# -- queuectl.domain.dburi: no driver, no server ------------------------------------------------------------
 
 SHAPES = [  # (URI, its password as libpq or the user meant it)
     ("postgresql://alice:QxPw9plain@h/db", "QxPw9plain"),

@@ -5,8 +5,8 @@ import signal
 import time
 
 
-from queuectl import procs
-from queuectl.runner import Runner, job_environment, run
+from queuectl.host import procs
+from queuectl.host.runner import Runner, job_environment, run
 
 from conftest import wait_for
 
@@ -164,7 +164,7 @@ def test_job_process_identity_is_recorded():
 
 
 def test_a_job_whose_group_was_never_recorded_is_found_by_its_environment():
-    from queuectl.runner import JobEnvironment
+    from queuectl.host.runner import JobEnvironment
     from queuectl.worker.duties.recovery import kill_local
     from queuectl.store import JobProcess
 

@@ -13,8 +13,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import assert_error, snapshot
-from queuectl.errors import InvalidInput
-from queuectl.recurrence import local_zone, parse_rule, slot_id
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.recurrence import local_zone, parse_rule, slot_id
 
 BERLIN = ZoneInfo("Europe/Berlin")
 #: 2026-12-02T10:00:00Z, a whole hour: the tests' store clock starts here.
@@ -161,7 +161,7 @@ def test_the_host_zone_is_the_default_and_is_an_iana_name(monkeypatch):
 
 def test_the_host_zone_falls_back_to_localtime_then_timezone_then_utc(monkeypatch, tmp_path):
     """A $TZ that names no zone is passed over for /etc/localtime's link, then /etc/timezone, then UTC."""
-    from queuectl import recurrence
+    from queuectl.domain import recurrence
     localtime, timezone = tmp_path / "localtime", tmp_path / "timezone"
     monkeypatch.setattr(recurrence, "LOCALTIME", str(localtime))
     monkeypatch.setattr(recurrence, "TIMEZONE_FILE", str(timezone))

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from queuectl.api import ops, search
-from queuectl.errors import InvalidInput
-from queuectl.models import JobState
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.models import JobState
 from queuectl.store.jobfilter import JobFilter
 from support.worker_steps import NOW, add, bad, claim, finish, new_job, ok, register
 

@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from queuectl.store.jobfilter import JobFilter
 from support.worker_steps import NOW, new_job

@@ -9,15 +9,15 @@ import pytest
 
 #: What enqueueing into a SQLite database must not import: the worker and what runs jobs, PostgreSQL's
 #: driver and store, the api of other commands, Click commands it does not run, and what those bring.
-NOT_FOR_ENQUEUE = {"queuectl.worker", "queuectl.runner", "queuectl.notify", "psycopg",
+NOT_FOR_ENQUEUE = {"queuectl.worker", "queuectl.host.runner", "queuectl.host.notify", "psycopg",
                    "queuectl.store.postgres", "queuectl.api.ops", "queuectl.api.status", "queuectl.api.schedules",
                    "queuectl.api.snapshot", "queuectl.api.metrics", "queuectl.cli.worker", "queuectl.cli.ops",
                    "queuectl.cli.jobs", "queuectl.cli.status", "queuectl.api.waiting", "queuectl.api.following",
                    "queuectl.cli.dlq", "queuectl.cli.schedules", "queuectl.cli.limits", "queuectl.cli.config",
-                   "queuectl.control", "queuectl.units", "configparser", "subprocess", "socket",
+                   "queuectl.host.control", "queuectl.host.units", "configparser", "subprocess", "socket",
                    # what only schedules, workers and type checks need, and what commands' records avoid
-                   # (NamedTuples, not dataclasses: see queuectl.models)
-                   "queuectl.recurrence", "zoneinfo", "croniter", "queuectl.store.interface",
+                   # (NamedTuples, not dataclasses: see queuectl.domain.models)
+                   "queuectl.domain.recurrence", "zoneinfo", "croniter", "queuectl.store.interface",
                    "queuectl.store.request", "dataclasses", "signal", "grp", "_socket"}
 
 

@@ -39,7 +39,7 @@ def called(*places: str, under: Path = PACKAGE) -> set[str]:
 
 @pytest.mark.parametrize("protocol, places", [
     (WorkerStore, ("worker",)),
-    (CommandStore, ("api", "cli", "control.py")),
+    (CommandStore, ("api", "cli", "host/control.py")),
 ], ids=["workers", "commands"])
 def test_each_caller_calls_only_its_part_of_the_interface(protocol, places):
     uses = called(*places)

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from queuectl.api.database import OPTION, Database
-from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, InvalidInput
-from queuectl.models import JobState
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import DatabaseError, InvalidInput
+from queuectl.domain.models import JobState
 from queuectl.store import Outcome, SqliteStore, timing
 from queuectl.store.limits import RATE_SLACK
 from queuectl.store.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION
@@ -196,8 +196,8 @@ def test_compact_gives_every_free_page_back_now(store, db):
 
 @pytest.fixture
 def local_worker(store):
-    """A wake-up socket (queuectl.wake) registered as a worker of this host and boot, as a real worker's is."""
-    from queuectl import procs, wake
+    """A wake-up socket (queuectl.host.wake) registered as a worker of this host and boot, as a real worker's is."""
+    from queuectl.host import procs, wake
 
     sock = wake.listen(os.getpid())
     assert sock is not None
@@ -218,7 +218,7 @@ def _pokes(sock) -> int:
 
 
 def test_writes_that_make_work_wake_this_hosts_workers_once_committed(store, db, local_worker, monkeypatch):
-    from queuectl import wake
+    from queuectl.host import wake
 
     seen, real = [], wake.poke
 
@@ -276,7 +276,7 @@ def test_a_rolled_back_write_wakes_no_one(store, local_worker, monkeypatch):
 
 
 def test_a_failing_wake_up_never_fails_the_write(store, local_worker, monkeypatch):
-    from queuectl import wake
+    from queuectl.host import wake
 
     def no_socket(pids):
         raise OSError(24, "Too many open files")

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import SQLITE_ONLY, assert_error
 from queuectl.api import jobs, ops
-from queuectl.models import printable
+from queuectl.domain.models import printable
 from queuectl.store import Outcome
 from queuectl.tui import layout, model
 from queuectl.tui.layout import ASCII, MIN_SIZE, UNICODE, cells, clip, text_of
@@ -264,7 +264,7 @@ def test_a_postgresql_role_that_may_only_read_gets_the_view_read_only(pg_uri):
 
 @SQLITE_ONLY
 def test_a_sqlite_file_opened_read_only_reads_refuses_writes_and_says_why(busy, db):
-    from queuectl.errors import InvalidInput
+    from queuectl.domain.errors import InvalidInput
     from queuectl.store import open_store
 
     with open_store(db, read_only=True) as viewer:
@@ -277,7 +277,7 @@ def test_a_sqlite_file_opened_read_only_reads_refuses_writes_and_says_why(busy, 
 
 
 def test_a_missing_sqlite_file_is_not_created_read_only(tmp_path):
-    from queuectl.errors import InvalidInput
+    from queuectl.domain.errors import InvalidInput
     from queuectl.store import open_store
 
     with pytest.raises(InvalidInput, match="does not exist"):

@@ -22,7 +22,7 @@ import pytest
 from queuectl.api import conffile
 from queuectl.cli import EXIT_CODES
 from queuectl.cli.worker import start as worker_start
-from queuectl.errors import InvalidConfig
+from queuectl.domain.errors import InvalidConfig
 from queuectl.worker import EXIT_CONFIG
 
 SYSTEMD_DIR = Path(__file__).resolve().parents[2] / "systemd"

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from queuectl import procs
+from queuectl.host import procs
 from queuectl.api.units import EVERY, UnitState, Units
 from support.webapp import Clock
 
@@ -83,7 +83,7 @@ def test_threads_that_ask_together_wait_for_one_read():
 
 def test_without_systemd_here_no_worker_has_a_unit_state():
     """This machine runs no systemd (PID 1 is not systemd): the real systemctl is not asked and shows nothing."""
-    from queuectl.units import systemd_booted
+    from queuectl.host.units import systemd_booted
 
     if systemd_booted():
         pytest.skip("systemd runs here")

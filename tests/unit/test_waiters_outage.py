@@ -16,7 +16,7 @@ import io
 import pytest
 
 from conftest import SQLITE_ONLY, assert_error
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig
+from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidConfig
 from queuectl.api.following import follow
 from queuectl.api.outage import LIMIT, RETRY, Patience, limit_from_environment
 from queuectl.store import Outcome

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import snapshot
 from queuectl.api.database import Database
-from queuectl.errors import PermissionDenied
-from queuectl.models import JobState
+from queuectl.domain.errors import PermissionDenied
+from queuectl.domain.models import JobState
 from queuectl.web import app as app_module
 from queuectl.web import security
 from support import worker_steps as steps
@@ -312,7 +312,7 @@ def test_no_page_shows_the_database_password(pg_uri, tmp_path):
 
 
 def test_the_workers_of_this_host_show_their_unit_state_read_once_for_every_page(db, tmp_path, store):
-    from queuectl import procs
+    from queuectl.host import procs
     from queuectl.api.units import Units
 
     asked: list[tuple[str, ...]] = []

@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from conftest import assert_error
-from queuectl.errors import InvalidConfig, InvalidInput, QueuectlError
+from queuectl.domain.errors import InvalidConfig, InvalidInput, QueuectlError
 from queuectl.web import config, serve
 from queuectl.web.config import WebConfig
 

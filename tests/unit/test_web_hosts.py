@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from conftest import assert_error, snapshot
-from queuectl.errors import InvalidConfig, InvalidInput
-from queuectl.models import JobState
+from queuectl.domain.errors import InvalidConfig, InvalidInput
+from queuectl.domain.models import JobState
 from queuectl.web import config, hosts
 from queuectl.web.hosts import Allowed, canonical, host_of, parse_name, parse_names
 from support import worker_steps as steps

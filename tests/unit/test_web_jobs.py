@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import snapshot
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from support import worker_steps as steps
 from support.webapp import Dashboard, token_in
 

@@ -11,8 +11,8 @@ import pytest
 
 from queuectl.api.database import Database
 from queuectl.api.ops import retry
-from queuectl.errors import PermissionDenied
-from queuectl.models import JobState
+from queuectl.domain.errors import PermissionDenied
+from queuectl.domain.models import JobState
 from queuectl.web.reads import READS, Connections, Reader
 from support import worker_steps as steps
 from support.webapp import Clock, Counting

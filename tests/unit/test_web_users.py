@@ -12,7 +12,7 @@ import bcrypt
 import pytest
 
 from conftest import Cli, assert_error
-from queuectl.errors import InvalidConfig, InvalidInput
+from queuectl.domain.errors import InvalidConfig, InvalidInput
 from queuectl.web import userfile, users
 from queuectl.web.users import CACHE_SECONDS, Checker, User
 from support.webapp import Clock

@@ -11,11 +11,11 @@ import os
 
 import pytest
 
-from queuectl import procs
-from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput
-from queuectl.models import JobState
-from queuectl.jobspec import parse_job
+from queuectl.host import procs
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidInput
+from queuectl.domain.models import JobState
+from queuectl.domain.jobspec import parse_job
 from queuectl.store import SqliteStore
 from queuectl.worker import Worker
 from support.worker_steps import claim

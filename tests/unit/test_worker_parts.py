@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, DatabaseUnavailable
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import DatabaseError, DatabaseUnavailable
 from queuectl.store import SqliteStore
 from queuectl.worker import Worker
 from queuectl.worker.claims import HOLD, PREFETCH_PER_SLOT, ClaimPolicy

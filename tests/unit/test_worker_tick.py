@@ -15,8 +15,8 @@ import signal
 import pytest
 
 from queuectl import worker as worker_mod
-from queuectl.errors import DatabaseUnavailable
-from queuectl.models import DRAIN_SAY_EVERY, MOST_NAMED, JobState, waiting_line
+from queuectl.domain.errors import DatabaseUnavailable
+from queuectl.domain.models import DRAIN_SAY_EVERY, MOST_NAMED, JobState, waiting_line
 from queuectl.store import SqliteStore
 from queuectl.worker import HOLD, PREFETCH_PER_SLOT, RECORD_WITHIN, Worker
 from support.backdoor import behind_queuectls_back
@@ -178,7 +178,7 @@ def test_a_worker_held_up_past_half_stale_after_beats_before_it_starts_a_claimed
     end_one(worker)
     assert [j.id for j in worker.reserve] == ["j2", "j3"]
     # Held up (frozen) for longer than stale-after, and found stale meanwhile: its claims went back, each
-    # counting the attempt it may have started (queuectl.backoff.last_attempt).
+    # counting the attempt it may have started (queuectl.domain.backoff.last_attempt).
     clock.t += worker.config["stale-after"] + 1
     seen = store.worker_by_name("tick").seen
     assert dict(store.recover(worker.worker_id, seen, 1_000_000.0 + clock.t))["j2"] == JobState.FAILED
@@ -274,7 +274,7 @@ def test_a_job_whose_recorded_end_the_database_lost_ends_failed_at_the_first_exc
 
 
 def test_a_due_slot_is_fired_and_its_run_claimed_at_once_and_a_draining_worker_fires_nothing(store, clock, worker):
-    from queuectl.recurrence import parse_rule
+    from queuectl.domain.recurrence import parse_rule
 
     wall = 1_000_000.0 + clock.t  # 1_001_000: a multiple of 10
     store.add_schedule("tick", parse_rule(None, "10s", "UTC"), {"command": "true"}, "skip", wall)
@@ -342,7 +342,7 @@ def test_a_claim_held_back_by_a_rate_limit_is_tried_again_when_the_window_frees_
 
 
 def test_a_last_attempt_has_its_start_recorded_before_it_runs_and_others_lazily(store, clock, worker, tmp_path):
-    # queuectl.backoff.last_attempt: a recovery that finds a last attempt unrecorded knows it never ran.
+    # queuectl.domain.backoff.last_attempt: a recovery that finds a last attempt unrecorded knows it never ran.
     marker = tmp_path / "ran"
     add(store, id="last", command=f"touch {marker}; sleep 30", max_retries=0)
     add(store, id="lazy", command="sleep 30", max_retries=1)

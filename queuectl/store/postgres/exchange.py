@@ -11,9 +11,9 @@ from __future__ import annotations
 import base64
 import json
 
-from queuectl.clock import Instant, instant
-from queuectl.errors import DatabaseError
-from queuectl.models import JobState
+from queuectl.domain.clock import Instant, instant
+from queuectl.domain.errors import DatabaseError
+from queuectl.domain.models import JobState
 from queuectl.store import fragments
 from queuectl.store.base import Exchanged, WorkerGone
 from queuectl.store.request import Exchange

@@ -34,10 +34,10 @@ from contextlib import contextmanager
 from itertools import zip_longest
 from typing import Any, Iterator
 
-from queuectl import settings as settings_mod
-from queuectl.clock import Instant
-from queuectl.dburi import redact, uri_error
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
+from queuectl.domain import settings as settings_mod
+from queuectl.domain.clock import Instant
+from queuectl.domain.dburi import redact, uri_error
+from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
 from queuectl.store import activity
 from queuectl.store.postgres.exchange import OneStatementExchange
 from queuectl.store.postgres.schema import CHANNEL, MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
@@ -308,7 +308,7 @@ class PostgresStore(OneStatementExchange):
         return (_ReadOnlyConnection if self.read_only else _Connection)(self._connection())
 
     def _redact(self, text: str) -> str:
-        """`text` without any candidate password of the URI (queuectl.dburi.redact)."""
+        """`text` without any candidate password of the URI (queuectl.domain.dburi.redact)."""
         return redact(text, self.uri)
 
     @contextmanager

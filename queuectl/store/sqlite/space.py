@@ -8,7 +8,7 @@ import os
 import time
 from typing import Any
 
-from queuectl.clock import Instant, instant
+from queuectl.domain.clock import Instant, instant
 from queuectl.store.base import PURGE_BATCH
 from queuectl.store.sql import SqlStore
 

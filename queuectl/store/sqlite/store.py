@@ -14,9 +14,9 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from queuectl import settings as settings_mod
-from queuectl.clock import Instant
-from queuectl.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied
+from queuectl.domain import settings as settings_mod
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied
 from queuectl.store.sqlite.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 from queuectl.store.fragments import CLAIM_ORDER, CLAIM_SET
 from queuectl.store.core import JOB_COLUMNS

@@ -1,7 +1,7 @@
 """The worker's duty of recovery: give back the jobs of workers that died or went silent, and never run a job twice.
 
 Every worker watches the others at each of its heartbeats (`Recovery.sweep`), judging each
-by queuectl.liveness:
+by queuectl.host.liveness:
 - a dead worker of this host (its process gone) is recovered by any worker of this host,
   which alone can kill what is left of its jobs;
 - a stale worker (silent for stale-after on a monotonic clock) by the holder of the
@@ -23,7 +23,7 @@ has set up the new program, and a child not yet exec'd shows its parent's). The 
 recovered job counts a failed attempt ("worker lost") and follows the retry/DLQ rule, its
 start recorded or not (it may have run), unless it was to run its last attempt and its start
 was not recorded: a worker records that start before it runs it, so the job goes back to
-pending uncounted (queuectl.backoff.last_attempt).
+pending uncounted (queuectl.domain.backoff.last_attempt).
 
 A worker starting under the name of a dead predecessor recovers its jobs at once
 (`Recovery.predecessor`), and refuses to start while a live worker has the name.
@@ -37,10 +37,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from queuectl import liveness, procs
-from queuectl.clock import Instant
-from queuectl.errors import Conflict
-from queuectl.models import JobState, WorkerInfo
+from queuectl.host import liveness, procs
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import Conflict
+from queuectl.domain.models import JobState, WorkerInfo
 from queuectl.store import JobProcess, WorkerStore
 
 log = logging.getLogger("queuectl.worker")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 
-from queuectl import settings as settings_mod
-from queuectl.clock import Instant
+from queuectl.domain import settings as settings_mod
+from queuectl.domain.clock import Instant
 from queuectl.store import PURGE_BATCH, WorkerStore
 from queuectl.store.base import HISTORY_BATCH, MINUTES_KEPT
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from queuectl.clock import Instant
-from queuectl.models import iso
+from queuectl.domain.clock import Instant
+from queuectl.domain.models import iso
 
 log = logging.getLogger("queuectl.worker")
 

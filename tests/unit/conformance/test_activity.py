@@ -5,8 +5,8 @@ percentiles; retention by keep-history with totals that never go down; an existi
 import pytest
 
 from queuectl.api.history import HistoryRow, history, quantile, rates, window
-from queuectl.errors import InvalidInput
-from queuectl.models import JobState
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.models import JobState
 from queuectl.store import Exchange, Outcome, Running, open_store
 from queuectl.store.activity import BOUNDS, added
 from queuectl.worker.duties.retention import Retention

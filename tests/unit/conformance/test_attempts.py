@@ -6,9 +6,9 @@ the start, a dependency's cascade); deleted with their job by retention; an exis
 import pytest
 
 from queuectl.api.jobs import attempts
-from queuectl.clock import Instant
-from queuectl.errors import NotFound
-from queuectl.models import JobState
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import NotFound
+from queuectl.domain.models import JobState
 from queuectl.store import Exchange, Outcome, open_store
 from queuectl.store.shared_schema import RECOVERED
 from queuectl.worker.duties.retention import Retention

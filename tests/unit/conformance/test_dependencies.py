@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from queuectl.models import JobState
+from queuectl.domain.models import JobState
 from queuectl.store import Exchange, Running
 from support.worker_steps import NOW, add, bad, claim, finish, new_job, ok, register
 

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from queuectl.backoff import last_attempt
-from queuectl.clock import Instant
-from queuectl.jobspec import parse_job
-from queuectl.models import JobState
+from queuectl.domain.backoff import last_attempt
+from queuectl.domain.clock import Instant
+from queuectl.domain.jobspec import parse_job
+from queuectl.domain.models import JobState
 from queuectl.store import Exchange, Outcome, Running, WorkerGone, open_store
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue
 
@@ -246,7 +246,7 @@ def test_recovery_counts_jobs_that_may_have_run_and_gives_back_those_that_cannot
 @pytest.mark.parametrize("max_retries", [0, 2])
 def test_a_job_whose_worker_is_lost_at_each_start_runs_at_most_max_retries_plus_one_times(store, max_retries):
     """Each attempt but the last is lost before its start is recorded, the last one after its start was
-    recorded first, as a worker does (queuectl.backoff.last_attempt): the job is dead after exactly
+    recorded first, as a worker does (queuectl.domain.backoff.last_attempt): the job is dead after exactly
     max_retries + 1 runs, and never given back uncounted after a run."""
     add(store, id="poison", max_retries=max_retries)
     config = store.settings()

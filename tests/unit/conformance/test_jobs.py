@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from queuectl.errors import Conflict, NotFound
-from queuectl.jobspec import parse_job
-from queuectl.models import JobState
+from queuectl.domain.errors import Conflict, NotFound
+from queuectl.domain.jobspec import parse_job
+from queuectl.domain.models import JobState
 from queuectl.store import DuplicateJob, Enqueued, open_store
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue
 

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from queuectl.clock import Instant
-from queuectl.errors import InvalidInput
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import InvalidInput
 from queuectl.store import Exchange, open_store
 from queuectl.store.limits import RATE_SLACK
 from support.backdoor import behind_queuectls_back

@@ -3,12 +3,12 @@ letter queue's retry (all or none), pause and resume, run counters that outlive 
 
 import pytest
 
-from queuectl.clock import Instant
-from queuectl.errors import Conflict, InvalidInput, NotFound
-from queuectl.models import JobState
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import Conflict, InvalidInput, NotFound
+from queuectl.domain.models import JobState
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue
 
-A = "boot-a"  # a clock domain: the monotonic clock of one boot (queuectl.clock)
+A = "boot-a"  # a clock domain: the monotonic clock of one boot (queuectl.domain.clock)
 
 
 def test_dlq_retry_is_all_or_nothing(store):

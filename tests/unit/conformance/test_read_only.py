@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from queuectl.errors import PermissionDenied
-from queuectl.models import JobState
+from queuectl.domain.errors import PermissionDenied
+from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from support.worker_steps import NOW, add, new_job
 

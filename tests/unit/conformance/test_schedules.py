@@ -11,11 +11,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from queuectl.clock import Instant
-from queuectl.errors import Conflict
-from queuectl.jobspec import parse_template
-from queuectl.models import JobState
-from queuectl.recurrence import parse_rule, slot_id
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import Conflict
+from queuectl.domain.jobspec import parse_template
+from queuectl.domain.models import JobState
+from queuectl.domain.recurrence import parse_rule, slot_id
 from queuectl.store import open_store
 from support.worker_steps import add as add_job
 from support.worker_steps import claim, finish, ok, register

@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from queuectl.errors import NotFound
-from queuectl.models import JobState
+from queuectl.domain.errors import NotFound
+from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from queuectl.store.jobfilter import JobFilter, Linked
 from support.worker_steps import NOW, add, bad, claim, finish, new_job, ok, register

@@ -3,7 +3,7 @@ settings, and a stored value broken by hand read as a configuration error."""
 
 import pytest
 
-from queuectl.errors import InvalidConfig, InvalidInput
+from queuectl.domain.errors import InvalidConfig, InvalidInput
 from support.backdoor import behind_queuectls_back
 
 

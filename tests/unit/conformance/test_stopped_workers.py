@@ -5,7 +5,7 @@ recovery and liveness read, is as before: the registration is gone."""
 
 import pytest
 
-from queuectl.models import StoppedWorker
+from queuectl.domain.models import StoppedWorker
 from queuectl.store.workers import KEEP_STOPPED
 from support.worker_steps import NOW, add, claim, register
 

@@ -4,9 +4,9 @@ orphans, and leases."""
 
 import pytest
 
-from queuectl.clock import Instant
-from queuectl.errors import Conflict
-from queuectl.models import JobState
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import Conflict
+from queuectl.domain.models import JobState
 from queuectl.store import WorkerGone
 from support.backdoor import behind_queuectls_back
 from support.worker_steps import NOW, add, claim, register

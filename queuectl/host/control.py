@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from queuectl import liveness, procs, units
-from queuectl.clock import Instant
-from queuectl.errors import NotFound, PermissionDenied
-from queuectl.models import WorkerInfo
+from queuectl.host import liveness, procs, units
+from queuectl.domain.clock import Instant
+from queuectl.domain.errors import NotFound, PermissionDenied
+from queuectl.domain.models import WorkerInfo
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def worker_state(w: WorkerInfo, now: Instant, stale_after: float) -> str:
     """Judge a registered worker: 'running', 'draining', 'stale' (no heartbeat for stale_after s) or 'dead'.
 
     'dead' needs the worker to be on this host with its process gone; a worker elsewhere
-    is judged by its heartbeat alone (queuectl.liveness.heartbeat_age). Stale and dead
+    is judged by its heartbeat alone (queuectl.host.liveness.heartbeat_age). Stale and dead
     workers' jobs are recovered by any live worker.
     """
     if liveness.owner_alive(w) is False:

@@ -38,7 +38,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from queuectl.errors import InvalidInput
+from queuectl.domain.errors import InvalidInput
 
 #: The cron aliases accepted (croniter reads each; @reboot has no slots).
 ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
@@ -116,7 +116,7 @@ class Rule:
     @property
     def text(self) -> str:
         if self.kind == "every":
-            from queuectl.settings import format_duration
+            from queuectl.domain.settings import format_duration
 
             return f"every {format_duration(float(self.expr))}"
         return self.expr
@@ -154,7 +154,7 @@ def parse_rule(cron: str | None, every: str | None, zone: str | None) -> Rule:
     zone = local_zone() if zone is None else zone
     check_zone(zone)
     if every is not None:
-        from queuectl.settings import parse_duration
+        from queuectl.domain.settings import parse_duration
 
         seconds = parse_duration(every, "--every", forever=False)
         if seconds is None or seconds < 1 or not float(seconds).is_integer():

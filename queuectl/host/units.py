@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from typing import Sequence
 
-from queuectl.errors import QueuectlError
+from queuectl.domain.errors import QueuectlError
 
 #: The template's instances, as a systemctl pattern.
 UNIT_PATTERN = "queuectl-worker@*.service"

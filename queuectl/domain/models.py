@@ -200,7 +200,7 @@ class WorkerInfo(NamedTuple):
 
     @property
     def clock_domain(self) -> str:
-        """The boot whose CLOCK_MONOTONIC `heartbeat_mono` reads (the kernel boot id; see queuectl.clock)."""
+        """The boot whose CLOCK_MONOTONIC `heartbeat_mono` reads (the kernel boot id; see queuectl.domain.clock)."""
         return self.boot_id.partition(" ")[0]
 
     @classmethod
@@ -210,9 +210,9 @@ class WorkerInfo(NamedTuple):
         return cls(**values, job_ids=tuple(job_ids))
 
     def to_dict(self, heartbeat_age: float, state: str | None = None) -> dict:
-        """Return a JSON-ready dict; `heartbeat_age` is seconds since the last heartbeat (queuectl.liveness).
+        """Return a JSON-ready dict; `heartbeat_age` is seconds since the last heartbeat (queuectl.host.liveness).
 
-        `state` is the caller's judgement of the worker (see queuectl.control.worker_state).
+        `state` is the caller's judgement of the worker (see queuectl.host.control.worker_state).
         """
         return {
             "name": self.name,
@@ -233,7 +233,7 @@ class WorkerInfo(NamedTuple):
 class Schedule(NamedTuple):
     """A recurring job (`queuectl schedule`). Times are Unix seconds on the store's clock.
 
-    `kind` and `expr` make its queuectl.recurrence.Rule ("cron" and an expression in `zone`, or
+    `kind` and `expr` make its queuectl.domain.recurrence.Rule ("cron" and an expression in `zone`, or
     "every" and whole seconds); `template` holds the runs' job fields; `overlap` is "skip" (a
     slot whose previous run has not ended adds nothing) or "allow". `last_state` is the state of
     its last run's job (None when there was none, or retention deleted it).
@@ -257,14 +257,14 @@ class Schedule(NamedTuple):
     @property
     def queue(self) -> str:
         """The queue its runs are enqueued in (the template's, else the default queue)."""
-        from queuectl.jobspec import DEFAULT_QUEUE
+        from queuectl.domain.jobspec import DEFAULT_QUEUE
 
         return self.template.get("queue") or DEFAULT_QUEUE
 
     @property
     def rule(self):
-        """Its queuectl.recurrence.Rule."""
-        from queuectl.recurrence import Rule
+        """Its queuectl.domain.recurrence.Rule."""
+        from queuectl.domain.recurrence import Rule
 
         return Rule(self.kind, self.expr, self.zone)
 
@@ -316,7 +316,7 @@ class QueueLimit(NamedTuple):
     @property
     def text(self) -> str:
         """The limits as `limit` takes them: "concurrency 2, rate 30/1m", or "-"."""
-        from queuectl.settings import format_duration
+        from queuectl.domain.settings import format_duration
 
         parts = []
         if self.concurrency is not None:

@@ -43,8 +43,8 @@ def wake_local_workers(store) -> None:
     """Wake the workers of `store` that run on this host and boot by a datagram each, so that they claim, or look
     for cancel requests, at once rather than at their next poll or heartbeat: the after-commit hook that callers
     hand to queuectl.store.open_store. Never raises: the poll is the fallback, and the work is committed already."""
-    from queuectl import procs
-    from queuectl.errors import QueuectlError
+    from queuectl.host import procs
+    from queuectl.domain.errors import QueuectlError
 
     try:
         poke(pid for pid, boot in store.worker_pids(procs.hostname()) if procs.same_boot(boot))

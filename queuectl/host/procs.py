@@ -6,9 +6,9 @@ import os
 import time
 from functools import lru_cache
 
-from queuectl import clock
+from queuectl.domain import clock
 
-#: This boot's identity and its CLOCK_MONOTONIC's, kept with the clocks (queuectl.clock) and named here too.
+#: This boot's identity and its CLOCK_MONOTONIC's, kept with the clocks (queuectl.domain.clock) and named here too.
 boot_id = clock.boot_id
 clock_domain = clock.clock_domain
 

@@ -4,7 +4,7 @@ The rules, in the order they apply:
 1. Dead now: a worker that registered from this host, boot and PID namespace whose process
    is gone (its pid no longer runs, or names a process with another start time).
 2. Stale: no sign of life for `stale-after` seconds, measured on a monotonic clock only.
-   For a worker of this clock domain (this boot: see queuectl.clock) that is its last
+   For a worker of this clock domain (this boot: see queuectl.domain.clock) that is its last
    heartbeat on the monotonic clock that both share. For a worker of another domain
    (another host, or a container that sees another boot id) it is the moment this
    watcher saw its heartbeat count change, on the watcher's own monotonic clock: neither
@@ -22,9 +22,9 @@ the hosts (containers) sharing the file agree; on PostgreSQL it is the server's 
 
 from __future__ import annotations
 
-from queuectl import procs
-from queuectl.clock import Instant
-from queuectl.models import WorkerInfo
+from queuectl.host import procs
+from queuectl.domain.clock import Instant
+from queuectl.domain.models import WorkerInfo
 
 DEAD, STALE, SUSPECT, ALIVE = "dead", "stale", "suspect", "alive"
 

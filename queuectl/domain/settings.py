@@ -3,8 +3,8 @@
 import math
 from typing import Any, Callable, NamedTuple
 
-from queuectl.errors import InvalidInput
-from queuectl.jobspec import MAX_RETRIES
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.jobspec import MAX_RETRIES
 
 
 class Setting(NamedTuple):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from queuectl import procs
-from queuectl.errors import Conflict, InvalidInput
+from queuectl.host import procs
+from queuectl.domain.errors import Conflict, InvalidInput
 
 
 def _clear_stale_pidfile(path: str) -> None:

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime, timezone
 from typing import NamedTuple
 
-from queuectl.errors import InvalidInput
+from queuectl.domain.errors import InvalidInput
 
 #: The queue of a job that names none.
 DEFAULT_QUEUE = "default"

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
-from queuectl import procs
+from queuectl.host import procs
 
 #: Seconds between SIGTERM and SIGKILL when a job's group is stopped.
 KILL_GRACE = 5.0
