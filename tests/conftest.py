@@ -23,6 +23,7 @@ from urllib.parse import unquote
 import pytest
 from click.testing import CliRunner
 
+from support.engines import ENGINES
 from support.pgserver import PgServer  # tests/support/pgserver.py
 from queuectl.host import procs
 from queuectl.cli import cli
@@ -35,13 +36,31 @@ def sqlite_path(tmp_path) -> str:
 
 
 @pytest.fixture
-def db(tmp_path) -> str:
-    """Path of a fresh database file (created on first use)."""
-    return sqlite_path(tmp_path)
+def db(request, tmp_path) -> str:
+    """A fresh queue: a SQLite file's path (created on first use), or on each engine in turn, a SQLite path
+    then a PostgreSQL URI, for a module or test marked `both_engines` (pytestmark = BOTH_ENGINES)."""
+    return engine_db(request, tmp_path, getattr(request, "param", "sqlite"))
 
 
-#: For a test in a module run on both engines that checks what only SQLite has (its file, its pragmas).
-SQLITE_ONLY = pytest.mark.parametrize("backend_db", ["sqlite"], indirect=True)
+def engine_db(request, tmp_path, engine: str) -> str:
+    """A fresh database on `engine`: a SQLite file path, or a PostgreSQL URI (pg_uri)."""
+    return sqlite_path(tmp_path) if engine == "sqlite" else request.getfixturevalue("pg_uri")
+
+
+
+def _parametrizes(metafunc, name: str) -> bool:
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        if name in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
+            return True
+    return False
+
+
+def pytest_generate_tests(metafunc):
+    """`db` on each engine for a test marked `both_engines`, unless the test names its engine itself."""
+    if ("db" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_engines")
+            and not _parametrizes(metafunc, "db")):
+        metafunc.parametrize("db", ENGINES, indirect=True, ids=ENGINES)
 
 
 def snapshot(path) -> tuple:
@@ -351,15 +370,11 @@ def pg_uri(pg_server) -> str:
         pass
 
 
-@pytest.fixture(params=["sqlite", "postgresql"], ids=["sqlite", "postgresql"])
+@pytest.fixture(params=ENGINES, ids=ENGINES)
 def backend_db(request, tmp_path) -> str:
-    """A fresh database on each backend in turn: a SQLite file path, then a PostgreSQL URI.
-
-    A module runs against both with `@pytest.fixture def db(backend_db): return backend_db`.
-    """
-    if request.param == "sqlite":
-        return sqlite_path(tmp_path)
-    return request.getfixturevalue("pg_uri")
+    """A fresh database on each engine in turn: a SQLite file path, then a PostgreSQL URI (the conformance
+    suite's; a module of tests marks itself BOTH_ENGINES instead, and takes `db`)."""
+    return engine_db(request, tmp_path, request.param)
 
 
 _built_deb: list = []  # the one build's result: its path, or the exception it raised (skip and fail among them)

@@ -26,6 +26,9 @@ from queuectl.store import is_uri
 
 from .conftest import integrity
 from .load import RunLog
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 JOBS = {"sqlite": 10_000, "postgresql": 2_500}
@@ -34,11 +37,6 @@ TOP_UP = 500
 WORKERS = 4
 KILL_EVERY = 0.3  # seconds
 DEADLINE = 400  # seconds for the whole storm; it takes about a minute here
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 def test_kill_storm(db, run_cli, store, workers, tmp_path, figures):

@@ -20,15 +20,13 @@ from conftest import configure, wait_for
 from queuectl.domain.models import JobState
 
 from .conftest import integrity
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 ORDINARY = 300
 DEADLINE = 180  # seconds; about 20 here
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 def test_poison_jobs_run_at_most_max_retries_plus_one_times(db, run_cli, store, workers, tmp_path, figures):

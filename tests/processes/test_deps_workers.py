@@ -13,11 +13,9 @@ from conftest import wait_for
 from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from support.worker_steps import new_job
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 def test_workers_run_a_chain_and_a_fan_in_in_order(db, run_cli, workers):

@@ -11,11 +11,9 @@ import pytest
 
 from conftest import QUEUECTL, WorkerProcs, enqueue
 from processes.test_processes import configure, safe_path, start_sleeping_job, status, until, wait_exit
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 def test_a_drain_says_which_running_jobs_it_waits_for_in_worker_stop_and_in_the_workers_log(

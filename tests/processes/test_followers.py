@@ -15,11 +15,9 @@ import pytest
 from conftest import QUEUECTL, configure
 from queuectl.domain.models import JobState
 from queuectl.store import open_store
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 TICKER = "for i in $(seq 20); do echo \"$i $(date +%s.%N)\"; echo \"e$i\" >&2; sleep 0.1; done"

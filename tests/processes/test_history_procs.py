@@ -13,15 +13,14 @@ import pytest
 from conftest import configure, enqueue, queuectl, wait_for
 from queuectl.api.history import history, quantile
 from queuectl.domain.models import JobState
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
+
 
 FAST = (("heartbeat-interval", "0.2"), ("poll-interval", "0.05"), ("stale-after", "60"), ("backoff-base", "1"),
         ("backoff-max", "0"))
 ENDED = (JobState.COMPLETED, JobState.DEAD, JobState.CANCELLED)
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 def test_a_drain_with_every_outcome_is_counted_exactly(db, run_cli, store, workers):

@@ -31,16 +31,14 @@ from queuectl.domain.models import JobState
 from queuectl.store import is_uri
 from support.worker_steps import claim
 from support.procstat import gone, live_members
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 PY = sys.executable
 #: Short timings for every test; later pairs override earlier ones (heartbeat first: stale-after > 2 x heartbeat).
 FAST = (("heartbeat-interval", "0.2"), ("poll-interval", "0.05"), ("stale-after", "1.5"), ("backoff-base", "1"))
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 # -- helpers --------------------------------------------------------------------------------------

@@ -17,12 +17,9 @@ import pytest
 
 from conftest import enqueue, wait_for
 from processes.test_processes import _logs, configure, safe_path, wait_exit
+from support.engines import BOTH_ENGINES
 
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 def logged(path) -> list[list[str]]:

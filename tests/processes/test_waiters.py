@@ -15,11 +15,9 @@ from conftest import QUEUECTL, configure
 from queuectl.domain.models import JobState
 from support.worker_steps import NOW, add, claim, finish, ok, register
 from unit.test_wait import ended
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 def test_a_waiter_in_another_process_returns_when_the_job_ends(db, run_cli, store, figures):

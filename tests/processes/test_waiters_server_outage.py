@@ -16,11 +16,9 @@ from urllib.parse import unquote
 import pytest
 
 from conftest import QUEUECTL, configure, enqueue, wait_for
+from support.engines import BOTH_ENGINES, POSTGRESQL_ONLY
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 # -- real processes, a real server ---------------------------------------------------------------------
@@ -132,8 +130,7 @@ def _waiters(db: str, run_cli, pg_server, workers, tmp_path, env: dict | None = 
     return waiters, gate, lambda: frozen.send_signal(signal.SIGCONT)
 
 
-#: The tests of real processes: on PostgreSQL, whose server they restart and stop.
-POSTGRESQL_ONLY = pytest.mark.parametrize("backend_db", ["postgresql"], indirect=True)
+# The tests of real processes (POSTGRESQL_ONLY): on PostgreSQL, whose server they restart and stop.
 
 
 @pytest.fixture

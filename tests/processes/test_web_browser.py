@@ -16,18 +16,17 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from conftest import QUEUECTL, SQLITE_ONLY, queuectl, require, snapshot, wait_for
+from conftest import QUEUECTL, queuectl, require, snapshot, wait_for
 from support import browser as chromium
 from support.webserver import USERS, WebServer, request
+from support.engines import BOTH_ENGINES, SQLITE_ONLY
+
+pytestmark = BOTH_ENGINES
+
 
 XSS = ("<script>window.__xss=1</script>", '"><img src=x onerror="window.__xss=2">')
 #: Seconds a page may take to show what the queue did (the server reads the queue every second).
 SHOWN = 20.0
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 @pytest.fixture(scope="session")

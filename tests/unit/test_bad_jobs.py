@@ -20,8 +20,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import SQLITE_ONLY, assert_error, snapshot
+from conftest import assert_error, snapshot
 from queuectl.domain.jobspec import FIELDS, MAX_COMMAND_BYTES, MAX_RETRIES
+from support.engines import BOTH_ENGINES, POSTGRESQL_ONLY, SQLITE_ONLY
+
+pytestmark = BOTH_ENGINES
+
 
 #: Fixed examples and a derandomized search: the same inputs on every run, no example database.
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
@@ -167,11 +171,6 @@ def check_refused(run_cli, db, before, text: str) -> None:
 
 
 @pytest.fixture
-def db(backend_db):
-    return backend_db
-
-
-@pytest.fixture
 def before(run_cli, db):
     """The database with one job in it, as a snapshot."""
     assert run_cli("enqueue", '{"id":"seed","command":"true"}').exit_code == 0
@@ -201,7 +200,7 @@ def test_every_refused_job_is_exit_2_one_line_and_stores_nothing(run_cli, db, be
     check_refused(run_cli, db, before, text)
 
 
-@pytest.mark.parametrize("backend_db", ["postgresql"], indirect=True)
+@POSTGRESQL_ONLY
 @refusals(25)
 def test_every_refused_job_is_refused_on_postgresql_too(run_cli, db, before, text):
     check_refused(run_cli, db, before, text)

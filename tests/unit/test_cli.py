@@ -19,7 +19,7 @@ from datetime import datetime
 import click
 import pytest
 
-from conftest import SQLITE_ONLY, assert_error, json_error_position, snapshot
+from conftest import assert_error, json_error_position, snapshot
 from support.backdoor import behind_queuectls_back
 from queuectl.cli import cli as cli_group
 
@@ -28,6 +28,10 @@ from queuectl.domain.jobspec import FIELDS, MAX_COMMAND_BYTES
 from queuectl.domain.settings import SETTINGS
 from queuectl.store import Outcome, is_uri, open_store
 from support.worker_steps import claim, finish
+from support.engines import BOTH_ENGINES, SQLITE_ONLY
+
+pytestmark = BOTH_ENGINES
+
 
 DEFAULTS = {
     "max-retries": 3,
@@ -44,12 +48,6 @@ DEFAULTS = {
     "keep-history": 1209600.0,
 }
 STATES = ["pending", "processing", "completed", "failed", "dead", "cancelled", "blocked"]
-
-
-@pytest.fixture
-def db(backend_db):
-    """Each test runs on SQLite and on PostgreSQL; what only SQLite has asks for `sqlite_db`."""
-    return backend_db
 
 
 # -- helpers -----------------------------------------------------------------------------------

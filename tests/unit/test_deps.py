@@ -14,11 +14,9 @@ from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from support.worker_steps import NOW, add, bad, claim, finish, register
 from unit.conformance.test_dependencies import run_one
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 def test_enqueue_of_an_unknown_dependency_exits_1_and_adds_nothing(db, run_cli):
@@ -91,5 +89,3 @@ def test_parallel_enqueues_after_one_job_all_wait_for_it(db, run_cli):
     w = register(store)
     run_one(store, w, "base", now=store.now())
     assert {j.state for j in store.jobs_by_id([f"d{i}" for i in range(6)]).values()} == {JobState.PENDING}
-
-

@@ -10,14 +10,13 @@ import pytest
 
 from conftest import assert_error, configure
 from queuectl.domain.jobspec import command_of_argv
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
+
 
 #: Arguments a shell would read: spaces, quotes, $, ;, a newline, a glob, a leading dash, an empty one.
 TRICKY = ["a b", '"double"', "it's", "$HOME", "$(echo no)", "x;y", "l1\nl2", "*", "-n", "--", "", "back\\slash"]
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 def ran(run_cli, job_id: str) -> dict:

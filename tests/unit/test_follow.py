@@ -14,11 +14,9 @@ from queuectl.domain.models import JobState
 from queuectl.store import Exchange, Running
 from support.worker_steps import NOW, add, bad, claim, finish, ok
 from unit.conformance.test_output import record, started
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 def test_the_follower_prints_each_attempt_and_says_when_another_starts(store):

@@ -10,11 +10,9 @@ from queuectl.store import Exchange, Outcome
 from unit.test_cli import _parse_metrics
 from support.worker_steps import add, register
 from conftest import assert_error
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 @pytest.fixture

@@ -10,11 +10,9 @@ import subprocess
 import pytest
 
 from conftest import QUEUECTL, assert_error, snapshot
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 def test_a_held_key_prints_the_holder_and_exits_0(db, run_cli):

@@ -13,11 +13,9 @@ from queuectl.domain.clock import STEP_TOLERANCE
 from queuectl.store import core as sql_module
 from queuectl.store import fragments, timing
 from queuectl.store.postgres.schema import MIGRATIONS, claim_limited
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 CLAIM_LIMITED_FINGERPRINT = "823120cf58269021"

@@ -15,15 +15,14 @@ from hypothesis import strategies as st
 from conftest import assert_error, snapshot
 from queuectl.domain.errors import InvalidInput
 from queuectl.domain.recurrence import local_zone, parse_rule, slot_id
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
+
 
 BERLIN = ZoneInfo("Europe/Berlin")
 #: 2026-12-02T10:00:00Z, a whole hour: the tests' store clock starts here.
 T0 = datetime(2026, 12, 2, 10, 0, tzinfo=ZoneInfo("UTC")).timestamp()
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 # -- the cron arithmetic (a library test: croniter's fields, this module's zone rules) ----------------

@@ -11,11 +11,9 @@ from queuectl.domain.errors import InvalidInput
 from queuectl.domain.models import JobState
 from queuectl.store.jobfilter import JobFilter
 from support.worker_steps import NOW, add, bad, claim, finish, new_job, ok, register
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 def states(store) -> dict[str, str]:

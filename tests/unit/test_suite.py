@@ -77,3 +77,20 @@ def test_the_tier_folders_are_all_there_and_no_test_sits_outside_them():
     marked = sorted(str(p.relative_to(TESTS)) for p in TESTS.rglob("*.py") if p.name != "conftest.py"
                     and re.search(rf"pytest\.mark\.({'|'.join(MARKED_TIERS)})\b", p.read_text()))
     assert marked == [], marked
+
+
+def test_a_module_marked_both_engines_runs_each_test_on_each_engine_unless_one_names_its_engine():
+    # tests/support/engines.py's marks, read off a real collection: test_keys is marked BOTH_ENGINES;
+    # test_cli's file test is SQLITE_ONLY; test_api is marked with neither (a SQLite `db` alone).
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "tests/unit/test_keys.py::test_a_held_key_prints_the_holder_and_exits_0",
+         "tests/unit/test_cli.py::test_empty_file_becomes_a_queuectl_database",
+         "tests/unit/test_api.py::test_cancel_takes_ids_or_a_choice_not_both_nor_neither"],
+        cwd=TESTS.parent, capture_output=True, text=True, timeout=120).stdout.splitlines()
+    ids = [line.split("::", 1)[1] for line in listed if "::" in line]
+    assert [i for i in ids if i.startswith("test_a_held_key")] == [
+        "test_a_held_key_prints_the_holder_and_exits_0[sqlite]",
+        "test_a_held_key_prints_the_holder_and_exits_0[postgresql]"]
+    assert [i for i in ids if i.startswith("test_empty_file")] == ["test_empty_file_becomes_a_queuectl_database[sqlite]"]
+    assert [i for i in ids if i.startswith("test_cancel")] == ["test_cancel_takes_ids_or_a_choice_not_both_nor_neither"]

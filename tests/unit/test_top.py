@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import SQLITE_ONLY, assert_error
+from conftest import assert_error
 from queuectl.api import jobs, ops
 from queuectl.domain.models import printable
 from queuectl.store import Outcome
@@ -16,15 +16,14 @@ from queuectl.tui import layout, model
 from queuectl.tui.layout import ASCII, MIN_SIZE, UNICODE, cells, clip, text_of
 from queuectl.tui.source import Source
 from support.worker_steps import claim, finish
+from support.engines import BOTH_ENGINES, SQLITE_ONLY
+
+pytestmark = BOTH_ENGINES
+
 
 WORKER = {"name": "w1", "host": "testhost", "boot_id": "boot", "pid": 4242, "pid_start": None,
           "slots": 4, "queues": [], "unit": None}
 NASTY = "echo \x1b[2J\x1b]52;c;aGk=\x07 \u202eevil\r\n"  # clears the screen, writes the clipboard, reorders
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 def add(store, **job) -> str:

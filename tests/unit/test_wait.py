@@ -14,11 +14,9 @@ from queuectl.api.outage import Patience
 from queuectl.api.waiting import Attempts
 from queuectl.store import Outcome
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register
+from support.engines import BOTH_ENGINES
 
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
+pytestmark = BOTH_ENGINES
 
 
 def ended(store, job_id: str, outcome) -> None:
@@ -143,4 +141,3 @@ def test_a_line_escapes_the_error_it_shows(db, store):
     finish(store, w, [Outcome("odd", False, None, "cannot start: /srv/\x1b[2J\ndir", b"", b"")], NOW)
     said.seen(store.get_job("odd"))
     assert lines == ["job odd: attempt 1 of 1 failed (cannot start: /srv/\\x1b[2J\\ndir): dead"]
-

@@ -15,7 +15,7 @@ import io
 
 import pytest
 
-from conftest import SQLITE_ONLY, assert_error
+from conftest import assert_error
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidConfig
 from queuectl.api.following import follow
 from queuectl.api.outage import LIMIT, RETRY, Patience, limit_from_environment
@@ -23,6 +23,9 @@ from queuectl.store import Outcome
 from queuectl.api.waiting import wait_for_end
 from support.worker_steps import NOW, add, finish, ok
 from unit.test_wait import ended
+from support.engines import BOTH_ENGINES, SQLITE_ONLY
+
+pytestmark = BOTH_ENGINES
 
 
 class Clock:
@@ -140,11 +143,6 @@ def test_the_limit_comes_from_the_environment(raw, limit):
 def test_a_bad_limit_is_a_configuration_error(raw):
     with pytest.raises(InvalidConfig, match="QUEUECTL_OUTAGE_LIMIT"):
         limit_from_environment({"QUEUECTL_OUTAGE_LIMIT": raw})
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 @SQLITE_ONLY

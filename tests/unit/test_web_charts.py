@@ -16,16 +16,15 @@ from queuectl.web.charts import SPANS, throughput
 from queuectl.web.charts.frame import LEFT, WIDTH, Steps, seconds
 from queuectl.web.charts.lines import BOTTOM, MARKS, SPACING, TOP, latency, scale, series
 from support.worker_steps import add, register
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
+
 
 SVG = "{http://www.w3.org/2000/svg}"
 #: A minute's and an hour's start (Unix seconds).
 T0 = 1_000_020.0
 HOUR0 = 1_000_800.0
-
-
-@pytest.fixture
-def db(backend_db):
-    return backend_db
 
 
 def buckets(*times: float) -> tuple:
@@ -206,4 +205,3 @@ def test_an_empty_span_draws_its_axes_and_says_no_sample():
     for svg in (wait, run):
         assert [t.text for t in svg.findall(f"{SVG}text[@class='none']")] == ["no sample"]
         assert svg.findall(f".//{SVG}polyline") == [] and svg.get("aria-label").endswith(": no sample")
-
