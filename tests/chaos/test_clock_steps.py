@@ -20,11 +20,13 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, configure, require, wait_for
+from support.cli import QUEUECTL, configure
+from support.suite import require
+from support.waiting import wait_for
 from queuectl.domain.models import JobState
 from queuectl.store.limits import RATE_SLACK
 
-from .conftest import integrity
+from .checks import integrity
 
 
 BACKOFF_BASE = 2  # a retry after the n-th failure waits 2**n s

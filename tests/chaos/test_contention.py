@@ -18,9 +18,10 @@ import time
 from collections import Counter
 
 
-from conftest import QUEUECTL, configure, wait_for
+from support.cli import QUEUECTL, configure
+from support.waiting import wait_for
 
-from .conftest import integrity
+from .checks import integrity
 
 
 PRODUCERS = 8

@@ -17,11 +17,12 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, configure, wait_for
+from support.cli import QUEUECTL, configure
+from support.waiting import wait_for
 from queuectl.domain.models import JobState
 from queuectl.store import SqliteStore
 
-from .conftest import cpu_seconds, integrity, require_privilege
+from .checks import cpu_seconds, integrity, require_privilege
 
 
 OUTPUT = 2 * 1024 * 1024  # bytes each big job prints: more than the WAL holds before the disk fills

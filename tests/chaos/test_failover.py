@@ -28,7 +28,9 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, require_postgres, wait_for
+from support.cli import QUEUECTL
+from support.suite import require_postgres
+from support.waiting import wait_for
 from support.pgserver import PgServer
 from queuectl.worker import RUN_LOST
 

@@ -18,13 +18,13 @@ import shutil
 import signal
 import time
 
-import pytest
-
-from conftest import configure, require, wait_for
+from support.cli import configure
+from support.suite import require
+from support.waiting import wait_for
 from queuectl.domain.models import JobState
 from queuectl.store import is_uri
 
-from .conftest import integrity
+from .checks import integrity
 from .load import RunLog
 from support.engines import BOTH_ENGINES
 

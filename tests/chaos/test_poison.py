@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
-from conftest import configure, wait_for
+from support.cli import configure
+from support.waiting import wait_for
 from queuectl.domain.models import JobState
 
-from .conftest import integrity
+from .checks import integrity
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES

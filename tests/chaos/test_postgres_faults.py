@@ -27,9 +27,10 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from conftest import QUEUECTL, configure, wait_for
+from support.cli import QUEUECTL, configure
+from support.waiting import wait_for
 
-from .conftest import integrity, require_privilege
+from .checks import integrity, require_privilege
 from .load import RunLog
 
 

@@ -1,8 +1,8 @@
-"""The chaos tier's longer time limit, given by the folder (tests/conftest.py, TIER_TIMEOUTS)."""
+"""The chaos tier's longer time limit, given by the folder (tests/support/suite.py, TIER_TIMEOUTS)."""
 
 from __future__ import annotations
 
-from conftest import TIER_TIMEOUTS
+from support.suite import TIER_TIMEOUTS
 
 
 def test_a_slow_tier_gets_its_longer_time_limit(request):

@@ -2,7 +2,7 @@
 tests to run, so that booted guests (one CPU each, under TCG a whole one) run beside the other tiers
 instead of after them; the tier's items, ordered last, wait for their results.
 
-First the .deb (conftest.built_deb, which the system tier shares), built while the releases' images are
+First the .deb (support.suite.built_deb, which the system tier shares), built while the releases' images are
 made (tests/guests/images.py), then one autopkgtest run per release with its selected tests, at most
 `os.cpu_count() - 1` at a time (one on these 2-core machines: a CPU is left to the rest of the suite),
 and all that are left at once when the tier's items begin to wait (nothing else runs then): Batch.
@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
-from conftest import built_deb, require
+from support.suite import built_deb, require
 
 from . import images
 

@@ -14,9 +14,9 @@ import os
 import time
 
 
-from conftest import require
+from support.suite import require
 
-from .conftest import FAKETIME_LIB, FAST_LIVENESS, TIER, configure, enqueue, faketime_env, job, wait_completed
+from .cluster import FAKETIME_LIB, FAST_LIVENESS, TIER, configure, enqueue, faketime_env, job, wait_completed
 
 
 SKEW = 3600

@@ -16,10 +16,11 @@ from collections import Counter
 
 import pytest
 
-from conftest import require, wait_for
+from support.suite import require
+from support.waiting import wait_for
 from support.pgserver import PgServer
 
-from .conftest import FAST_LIVENESS, TIER, configure, enqueue, overlapping, status, wait_completed
+from .cluster import FAST_LIVENESS, TIER, configure, enqueue, overlapping, status, wait_completed
 
 
 JOBS = 300

@@ -7,9 +7,9 @@ import time
 from collections import Counter
 
 
-from conftest import queuectl
+from support.cli import queuectl
 
-from .conftest import configure, enqueue, wait_completed
+from .cluster import configure, enqueue, wait_completed
 
 
 JOBS = 1000

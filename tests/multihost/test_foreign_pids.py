@@ -21,9 +21,9 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from support.waiting import wait_for
 
-from .conftest import FAST_LIVENESS, configure, enqueue, job, sql, status
+from .cluster import FAST_LIVENESS, configure, enqueue, job, sql, status
 
 
 STALE_AFTER = float(FAST_LIVENESS["stale-after"])

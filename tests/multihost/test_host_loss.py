@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 
-from conftest import wait_for
+from support.waiting import wait_for
 
-from .conftest import FAST_LIVENESS, configure, enqueue, job, status
+from .cluster import FAST_LIVENESS, configure, enqueue, job, status
 
 
 STALE_AFTER = float(FAST_LIVENESS["stale-after"])

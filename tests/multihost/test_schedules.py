@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import datetime
 
 
-from conftest import queuectl, wait_for
+from support.cli import queuectl
+from support.jobs import slot_of
+from support.waiting import wait_for
 
-from .conftest import configure, enqueue, faketime_env, sql, status, wait_completed
+from .cluster import configure, enqueue, faketime_env, sql, status, wait_completed
 
-
-
-def slot_of(job_id: str) -> float:
-    return datetime.strptime(job_id.split("@", 1)[1], "%Y-%m-%dT%H:%M:%S%z").timestamp()
 
 
 def test_a_schedule_fires_once_per_slot_with_workers_on_both_hosts(hosts, db, runs, figures):

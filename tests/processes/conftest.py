@@ -9,17 +9,9 @@ from urllib.parse import unquote
 
 import pytest
 
-from conftest import require, require_postgres
-from support.figures import report_figures
+from support.suite import require, require_postgres
 from support.pgbouncer import PgBouncer
 from support.webserver import WebServer, users_file
-
-
-@pytest.fixture
-def figures(request):
-    """Figures a processes test reports (tests/support/figures.py); the chaos and multihost tiers'
-    conftests name their own tier."""
-    yield from report_figures(request, "processes")
 
 
 def _queuectl_children() -> list[int]:

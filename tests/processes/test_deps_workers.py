@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import threading
 
-import pytest
-
-from conftest import wait_for
+from support.waiting import wait_for
 from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from support.worker_steps import new_job

@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 import subprocess
 
-import pytest
-
-from conftest import QUEUECTL, WorkerProcs, enqueue
-from processes.test_processes import configure, safe_path, start_sleeping_job, status, until, wait_exit
+from support.cli import QUEUECTL, enqueue
+from support.workers import WorkerProcs
+from support.workers import configure_fast, safe_path, start_sleeping_job, status, until, wait_exit
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES
@@ -18,7 +17,7 @@ pytestmark = BOTH_ENGINES
 
 def test_a_drain_says_which_running_jobs_it_waits_for_in_worker_stop_and_in_the_workers_log(
         db, run_cli, store, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     release = safe_path(tmp_path / "release")  # the jobs run until the test says
     for job_id in ("j-41", "j-44"):
         enqueue(run_cli, id=job_id, command=f"touch {safe_path(tmp_path / job_id)}; until [ -e {release} ]; do"

@@ -10,9 +10,7 @@ import signal
 import subprocess
 import time
 
-import pytest
-
-from conftest import QUEUECTL, configure
+from support.cli import QUEUECTL, configure
 from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from support.engines import BOTH_ENGINES

@@ -8,9 +8,8 @@ import json
 import os
 import signal
 
-import pytest
-
-from conftest import configure, enqueue, queuectl, wait_for
+from support.cli import configure, enqueue, queuectl
+from support.waiting import wait_for
 from queuectl.api.history import history, quantile
 from queuectl.domain.models import JobState
 from support.engines import BOTH_ENGINES

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from conftest import QUEUECTL, WorkerProcs, configure, enqueue, queuectl, wait_for
+from support.cli import QUEUECTL, configure, enqueue, queuectl
+from support.waiting import wait_for
+from support.workers import WorkerProcs, state_is, until, wait_exit
 from queuectl.host import logsetup
 from queuectl.domain.models import JobState
 from queuectl.host.notify import Notifier, watchdog_interval
@@ -231,19 +233,14 @@ def describe(proc, sock: NotifySocket | None = None, since: float = 0.0) -> str:
     return text
 
 
-def until(predicate, what: str, proc, sock=None, timeout: float = 30.0, since: float = 0.0):
-    try:
-        return wait_for(predicate, timeout=timeout, message=what)
-    except AssertionError as e:
-        raise AssertionError(f"{e}{describe(proc, sock, since)}") from None
+def until_notified(predicate, what: str, proc, sock=None, timeout: float = 30.0, since: float = 0.0):
+    """until, with the worker's log and the notify messages it sent (from `since`) in the failure."""
+    return until(predicate, what, timeout, more=lambda: describe(proc, sock, since))
 
 
-def wait_exit(proc, sock=None, timeout: float = 30.0) -> int:
-    """Wait for the worker to exit; then, with `sock`, for every message it sent to be recorded."""
-    try:
-        code = proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"worker pid {proc.pid} did not exit in {timeout} s{describe(proc, sock)}") from None
+def exit_notified(proc, sock=None, timeout: float = 30.0) -> int:
+    """wait_exit; then, with `sock`, wait for every message the worker sent to be recorded."""
+    code = wait_exit(proc, timeout, more=lambda: describe(proc, sock))
     if sock is not None:
         sock.settle()
     return code
@@ -251,10 +248,6 @@ def wait_exit(proc, sock=None, timeout: float = 30.0) -> int:
 
 def ready(sock: NotifySocket):
     return lambda: sock.with_line("READY=1")
-
-
-def state_is(store, job_id: str, *states: JobState):
-    return lambda: store.get_job(job_id).state in states
 
 
 # == sd_notify against a real socket ===================================================================
@@ -288,8 +281,8 @@ def test_ready_is_first_and_sent_only_once_registered(db, store, workers, notify
     t0 = time.monotonic()
     w = spawn(workers, "--name", "rdy", own_watchdog_pid=True,
               env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "1000000"})
-    until(ready(sock), "READY=1", w, sock, since=t0)
-    until(lambda: len(sock.pings()) >= 2, "two watchdog pings after READY", w, sock, since=t0)
+    until_notified(ready(sock), "READY=1", w, sock, since=t0)
+    until_notified(lambda: len(sock.pings()) >= 2, "two watchdog pings after READY", w, sock, since=t0)
 
     first = sock.messages[0]
     assert first.lines[0] == "READY=1", sock.dump(t0)
@@ -303,7 +296,7 @@ def test_ready_is_first_and_sent_only_once_registered(db, store, workers, notify
     assert {m.pid for m in sock.messages} == {w.pid}, sock.dump(t0)
 
     w.send_signal(signal.SIGTERM)
-    assert wait_exit(w, sock) == 0
+    assert exit_notified(w, sock) == 0
     assert len(sock.with_line("STOPPING=1")) == 1  # (a heartbeat while draining may still ping after it)
 
 
@@ -315,7 +308,7 @@ def test_ready_waits_while_the_database_is_locked(db, store, workers, notify_soc
         locker.execute("BEGIN EXCLUSIVE")
         w = spawn(workers, "--name", "late", env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "1000000"})
         # Once the worker has the database open, give it time to reach its registration.
-        until(lambda: any(os.path.realpath(f"/proc/{w.pid}/fd/{fd}").startswith(db)
+        until_notified(lambda: any(os.path.realpath(f"/proc/{w.pid}/fd/{fd}").startswith(db)
                           for fd in os.listdir(f"/proc/{w.pid}/fd")),
               "the worker to open the database", w)
         time.sleep(1.5)
@@ -324,11 +317,11 @@ def test_ready_waits_while_the_database_is_locked(db, store, workers, notify_soc
     finally:
         locker.execute("ROLLBACK")
         locker.close()
-    until(ready(sock), "READY=1 once the lock is gone", w, sock)
+    until_notified(ready(sock), "READY=1 once the lock is gone", w, sock)
     assert sock.messages[0].lines[0] == "READY=1"
     assert at_ready.rows and at_ready.rows[0] is not None and not sock.errors
     w.send_signal(signal.SIGTERM)
-    assert wait_exit(w, sock) == 0
+    assert exit_notified(w, sock) == 0
 
 
 def test_watchdog_drives_the_heartbeat_during_a_long_job(db, run_cli, store, workers, notify_socket):
@@ -338,11 +331,11 @@ def test_watchdog_drives_the_heartbeat_during_a_long_job(db, run_cli, store, wor
     t0 = time.monotonic()
     w = spawn(workers, "--name", "wd", own_watchdog_pid=True,
               env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "1000000"})
-    until(state_is(store, "long", JobState.COMPLETED), "the 3 s job to complete", w, sock, timeout=60, since=t0)
-    until(lambda: sock.statuses()[-1:] == ["idle, 1 slot(s); 1 done, 0 failed"],
+    until_notified(state_is(store, "long", JobState.COMPLETED), "the 3 s job to complete", w, sock, timeout=60, since=t0)
+    until_notified(lambda: sock.statuses()[-1:] == ["idle, 1 slot(s); 1 done, 0 failed"],
           "the idle status after the job", w, sock, since=t0)
     w.send_signal(signal.SIGTERM)
-    assert wait_exit(w, sock) == 0
+    assert exit_notified(w, sock) == 0
 
     msgs = sock.messages
     ready_at = sock.with_line("READY=1")[0].at
@@ -369,17 +362,17 @@ def test_status_follows_the_running_jobs(tmp_path, run_cli, store, workers, noti
     sock = notify_socket()
     w = spawn(workers, "--name", "st", env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "2000000"})
     running = "running 1/1 job(s): st1; 0 done, 0 failed"
-    until(lambda: running in sock.statuses(), "the running status", w, sock)
+    until_notified(lambda: running in sock.statuses(), "the running status", w, sock)
     assert store.get_job("st1").state == JobState.PROCESSING
     (tmp_path / "go1").touch()
     idle = "idle, 1 slot(s); 1 done, 0 failed"
-    until(lambda: sock.statuses()[-1:] == [idle], "the idle status with the done count", w, sock)
+    until_notified(lambda: sock.statuses()[-1:] == [idle], "the idle status with the done count", w, sock)
     assert store.get_job("st1").state == JobState.COMPLETED
 
     enqueue(run_cli, id="st2", command="exit 3", max_retries=0)
-    until(lambda: sock.statuses()[-1:] == ["idle, 1 slot(s); 1 done, 1 failed"], "the failed count", w, sock)
+    until_notified(lambda: sock.statuses()[-1:] == ["idle, 1 slot(s); 1 done, 1 failed"], "the failed count", w, sock)
     w.send_signal(signal.SIGTERM)
-    assert wait_exit(w, sock) == 0
+    assert exit_notified(w, sock) == 0
 
     statuses = sock.statuses()
     assert statuses[0] == "idle, 1 slot(s); 0 done, 0 failed"  # with READY=1
@@ -393,18 +386,18 @@ def test_stopping_on_sigterm_and_the_running_job_completes(tmp_path, run_cli, st
     enqueue(run_cli, id="drain", command=gate_command(tmp_path))
     sock = notify_socket("path")
     w = spawn(workers, "--name", "stp", env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "2000000"})
-    until(lambda: any(s.startswith("running 1/1 job(s): drain") for s in sock.statuses()),
+    until_notified(lambda: any(s.startswith("running 1/1 job(s): drain") for s in sock.statuses()),
           "the job to run", w, sock)
     assert not sock.with_line("STOPPING=1")
 
     w.send_signal(signal.SIGTERM)
-    [stop] = until(lambda: sock.with_line("STOPPING=1"), "STOPPING=1", w, sock)
+    [stop] = until_notified(lambda: sock.with_line("STOPPING=1"), "STOPPING=1", w, sock)
     assert stop.get("STATUS") == "draining 1 job(s)"
     assert w.poll() is None and store.get_job("drain").state == JobState.PROCESSING  # still draining
     # A drain may be long: the watchdog keeps being fed meanwhile, or systemd would abort it.
-    until(lambda: len([p for p in sock.pings() if p > stop.at]) >= 2, "pings while draining", w, sock)
+    until_notified(lambda: len([p for p in sock.pings() if p > stop.at]) >= 2, "pings while draining", w, sock)
     (tmp_path / "go").touch()
-    assert wait_exit(w, sock) == 0, describe(w, sock)
+    assert exit_notified(w, sock) == 0, describe(w, sock)
     job = store.get_job("drain")
     assert job.state == JobState.COMPLETED and job.exit_code == 0
     assert store.worker_by_name("stp") is None  # deregistered after the clean stop
@@ -422,7 +415,7 @@ def test_job_environment_has_no_notify_variables(tmp_path, run_cli, workers, not
     sock = notify_socket("path")
     w = spawn(workers, "--burst", "--name", "envw", own_watchdog_pid=True,
               env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "1000000", "QUEUECTL_TEST_MARKER": "kept"})
-    assert wait_exit(w, sock) == 0, describe(w, sock)
+    assert exit_notified(w, sock) == 0, describe(w, sock)
 
     # The worker did use the socket and the watchdog, so the variables were live in its environment.
     assert sock.with_line("READY=1") and sock.pings(), describe(w, sock)
@@ -442,7 +435,7 @@ def right_after_a_ping(sock: NotifySocket, proc, action, undo=None, max_lag: flo
     """
     for _ in range(20):
         seen = len(sock.pings())
-        until(lambda: len(sock.pings()) > seen, "a ping", proc, sock)
+        until_notified(lambda: len(sock.pings()) > seen, "a ping", proc, sock)
         ping = sock.pings()[-1]
         if time.monotonic() - ping > max_lag:
             continue
@@ -458,7 +451,7 @@ def test_no_ping_while_the_heartbeat_cannot_be_written(db, run_cli, store, worke
     configure(run_cli, ("poll-interval", "5"))  # the loop wakes only for heartbeats: each is its first write
     sock = notify_socket()
     w = spawn(workers, "--name", "lk", env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "2000000"})
-    until(lambda: len(sock.pings()) >= 2, "two pings", w, sock)
+    until_notified(lambda: len(sock.pings()) >= 2, "two pings", w, sock)
 
     locker = sqlite3.connect(db, timeout=30, isolation_level=None)
     try:
@@ -476,19 +469,19 @@ def test_no_ping_while_the_heartbeat_cannot_be_written(db, run_cli, store, worke
     if during:  # only one already on its way when the lock was taken, not one for the blocked heartbeat
         assert during[0] - locked_at < 0.5, sock.dump(locked_at)
 
-    until(lambda: len([p for p in sock.pings() if p > released_at]) >= 2, "pings to resume", w, sock,
+    until_notified(lambda: len([p for p in sock.pings() if p > released_at]) >= 2, "pings to resume", w, sock,
           since=locked_at)
     assert w.poll() is None
     assert store.worker_by_name("lk") is not None
     w.send_signal(signal.SIGTERM)
-    assert wait_exit(w, sock) == 0
+    assert exit_notified(w, sock) == 0
 
 
 def test_worker_declared_dead_stops_pinging_and_exits_1(db, run_cli, store, workers, notify_socket):
     configure(run_cli, ("poll-interval", "5"))
     sock = notify_socket()
     w = spawn(workers, "--name", "gone", env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "2000000"})
-    until(lambda: len(sock.pings()) >= 2, "two pings", w, sock)
+    until_notified(lambda: len(sock.pings()) >= 2, "two pings", w, sock)
     me = store.worker_by_name("gone")
 
     other = sqlite3.connect(db, timeout=30, isolation_level=None)  # as a recovering worker would
@@ -499,7 +492,7 @@ def test_worker_declared_dead_stops_pinging_and_exits_1(db, run_cli, store, work
         _, deleted_at = right_after_a_ping(sock, w, delete)
     finally:
         other.close()
-    assert wait_exit(w, sock) == 1, describe(w, sock)
+    assert exit_notified(w, sock) == 1, describe(w, sock)
     after = [p for p in sock.pings() if p >= deleted_at]
     # At most one ping for a heartbeat written just before the delete, never one for the failed heartbeat.
     assert len(after) <= 1 and all(p - deleted_at < 0.5 for p in after), sock.dump(deleted_at)
@@ -511,7 +504,7 @@ def test_watchdog_pid_of_another_process_means_no_pings(db, run_cli, store, work
     sock = notify_socket()
     w = spawn(workers, "--name", "np", env={"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "1000000",
                                             "WATCHDOG_PID": str(os.getpid())})
-    until(ready(sock), "READY=1", w, sock)
+    until_notified(ready(sock), "READY=1", w, sock)
     beats = set()
 
     def heartbeats() -> bool:
@@ -519,9 +512,9 @@ def test_watchdog_pid_of_another_process_means_no_pings(db, run_cli, store, work
         beats.add(row.heartbeat_at)
         return len(beats) >= 4
 
-    until(heartbeats, "three heartbeats after registration", w, sock)
+    until_notified(heartbeats, "three heartbeats after registration", w, sock)
     w.send_signal(signal.SIGTERM)
-    assert wait_exit(w, sock) == 0
+    assert exit_notified(w, sock) == 0
     assert sock.pings() == [], sock.dump()
     assert sock.with_line("READY=1") and sock.with_line("STOPPING=1")
 
@@ -661,7 +654,7 @@ def test_worker_logs_with_priorities_when_stderr_is_the_journal(run_cli, workers
     enqueue(run_cli, id="fine", command="true")
     enqueue(run_cli, id="broken", command="exit 3", max_retries=0)
     w = spawn(workers, "--burst", "--name", "jw", journal=True)
-    assert wait_exit(w) == 0, describe(w)
+    assert exit_notified(w) == 0, describe(w)
     lines = WorkerProcs.output(w).splitlines()
     assert "<6>worker jw started: 1 slot(s), queues (all)" in lines, lines
     assert "<6>job fine completed" in lines, lines
@@ -675,7 +668,7 @@ def test_worker_logs_timestamps_when_journal_stream_does_not_match(run_cli, work
     configure(run_cli, *FAST)
     enqueue(run_cli, id="fine", command="true")
     w = spawn(workers, "--burst", "--name", "tw", env={"JOURNAL_STREAM": "1:1"})  # stderr is a file, not that
-    assert wait_exit(w) == 0, describe(w)
+    assert exit_notified(w) == 0, describe(w)
     lines = WorkerProcs.output(w).splitlines()
     assert any(re.fullmatch(r"\S+ \S+ queuectl-worker\[\d+\] INFO worker tw started: .*", line) for line in lines), lines
     assert not any(line.startswith("<") for line in lines), lines
@@ -856,7 +849,7 @@ def test_worker_queues_from_environment(db, run_cli, store, workers):
     for queue in ("a", "b", "c", "default"):
         enqueue(run_cli, id=f"in-{queue}", command="true", queue=queue)
     w = spawn(workers, "--burst", "--name", "qa", env={"QUEUECTL_WORKER_QUEUES": "a b"})
-    assert wait_exit(w) == 0, describe(w)
+    assert exit_notified(w) == 0, describe(w)
     states = {q: store.get_job(f"in-{q}").state for q in ("a", "b", "c", "default")}
     assert states == {"a": JobState.COMPLETED, "b": JobState.COMPLETED,
                       "c": JobState.PENDING, "default": JobState.PENDING}

@@ -15,7 +15,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from conftest import QUEUECTL, queuectl, require
+from support.cli import QUEUECTL, assert_process_error, queuectl
+from support.suite import require
 from support.pgbouncer import PgBouncer
 from queuectl.store import open_store
 from queuectl.store.postgres.store import qualify
@@ -30,12 +31,6 @@ def tables_by_schema(pg_server, db_uri: str) -> dict[str, set[str]]:
     for schema, table in rows:
         found.setdefault(schema, set()).add(table)
     return found
-
-
-def one_error_line(r, code: int) -> str:
-    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("queuectl: error: "), r.stderr
-    return r.stderr
 
 
 def test_every_command_works_through_the_pooler_on_a_fresh_database(pooled, pg_uri, pg_server, tmp_path):
@@ -84,7 +79,7 @@ def test_a_schema_made_over_a_direct_connection_serves_commands_through_the_pool
 def test_a_worker_given_the_pooled_uri_refuses_in_one_line_and_registers_nothing(pooled, pg_uri):
     queuectl(pooled, "enqueue", json.dumps({"id": "a", "command": "true"}))
     r = queuectl(pooled, "worker", "start", "--burst", check=False, timeout=60)
-    line = one_error_line(r, 78)
+    line = assert_process_error(r, 78)
     assert "pooler" in line and "worker-db" in line and "QUEUECTL_WORKER_DB" in line, line
     with open_store(pg_uri) as s:
         assert s.workers() == []
@@ -140,7 +135,7 @@ def test_a_bad_worker_db_in_the_config_file_is_a_configuration_error(tmp_path):
     env.pop("QUEUECTL_DB", None)
     r = subprocess.run([*QUEUECTL, "status"], capture_output=True, text=True, env=env,
                                      timeout=60)
-    assert "worker-db must be an absolute path" in one_error_line(r, 78)
+    assert "worker-db must be an absolute path" in assert_process_error(r, 78)
 
 
 def test_tables_lists_every_table_the_migrations_make(pg_uri, pg_server):

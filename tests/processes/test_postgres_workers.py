@@ -14,7 +14,9 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, configure, enqueue, import_or_skip, queuectl, wait_for
+from support.cli import QUEUECTL, configure, enqueue, queuectl
+from support.suite import import_or_skip
+from support.waiting import wait_for
 from support.backdoor import behind_queuectls_back
 from queuectl.domain.models import JobState
 from queuectl.store import open_store

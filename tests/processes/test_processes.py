@@ -25,8 +25,10 @@ from collections import Counter
 
 import pytest
 
-from conftest import QUEUECTL, WorkerProcs, enqueue, queuectl, wait_for
-from conftest import configure as set_config
+from support.cli import QUEUECTL, enqueue, queuectl
+from support.waiting import wait_for
+from support.workers import (WorkerProcs, configure_fast, read_pid, safe_path, start_sleeping_job, state_is, status,
+                             until, wait_exit, worker_logs)
 from queuectl.domain.models import JobState
 from queuectl.store import is_uri
 from support.worker_steps import claim
@@ -37,47 +39,9 @@ pytestmark = BOTH_ENGINES
 
 
 PY = sys.executable
-#: Short timings for every test; later pairs override earlier ones (heartbeat first: stale-after > 2 x heartbeat).
-FAST = (("heartbeat-interval", "0.2"), ("poll-interval", "0.05"), ("stale-after", "1.5"), ("backoff-base", "1"))
 
 
 # -- helpers --------------------------------------------------------------------------------------
-
-
-def configure(run_cli, *extra: tuple[str, str]) -> None:
-    """Set the fast timings (FAST), then `extra`."""
-    set_config(run_cli, *FAST, *extra)
-
-
-def _logs(procs) -> str:
-    return "".join(f"\n--- worker pid {p.pid} log ---\n{WorkerProcs.output(p)}" for p in procs)
-
-
-def until(predicate, what: str, timeout: float = 30.0, procs=()):
-    """wait_for, adding the workers' logs to the failure message."""
-    try:
-        return wait_for(predicate, timeout=timeout, message=what)
-    except AssertionError as e:
-        raise AssertionError(f"{e}{_logs(procs)}") from None
-
-
-def wait_exit(proc, timeout: float = 30.0) -> int:
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"worker pid {proc.pid} did not exit within {timeout} s{_logs([proc])}") from None
-
-
-def state_is(store, job_id: str, *states: JobState):
-    return lambda: store.get_job(job_id).state in states
-
-
-def read_pid(path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    return int(text) if text else None
 
 
 def logs_bytes(db: str, job_id: str) -> subprocess.CompletedProcess:
@@ -85,10 +49,6 @@ def logs_bytes(db: str, job_id: str) -> subprocess.CompletedProcess:
     r = subprocess.run([*QUEUECTL, "--db", db, "logs", job_id], capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return r
-
-
-def status(db: str) -> dict:
-    return json.loads(queuectl(db, "status", "--json").stdout)
 
 
 def start_slow_first_attempt(run_cli, store, workers, tmp_path, job_id: str, name: str):
@@ -105,29 +65,11 @@ def start_slow_first_attempt(run_cli, store, workers, tmp_path, job_id: str, nam
     return worker, pgid
 
 
-def start_sleeping_job(run_cli, workers, tmp_path):
-    """Enqueue job "j" (it writes its shell's pid, then sleeps 30 s) and start worker "w" on it.
-
-    Return (the worker process, the job's pgid) once the job runs.
-    """
-    configure(run_cli)
-    enqueue(run_cli, id="j", command=f"echo $$ > {safe_path(tmp_path / 'pid')}; sleep 30")
-    w = workers.start("--name", "w")
-    return w, until(lambda: read_pid(tmp_path / "pid"), "the job to start", procs=[w])
-
-
-def safe_path(path) -> str:
-    """The path as shell text; these tests only use paths that need no quoting."""
-    text = str(path)
-    assert re.fullmatch(r"[\w/.+-]+", text), text
-    return text
-
-
 # -- 1. many workers, many jobs -------------------------------------------------------------------
 
 
 def test_three_workers_run_300_jobs_exactly_once(db, run_cli, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     out = safe_path(tmp_path / "out.txt")
     ids = [f"j{i:03d}" for i in range(300)]
     lines = "\n".join(json.dumps({"id": i, "command": f"echo {i} >> {out}"}) for i in ids)
@@ -136,7 +78,7 @@ def test_three_workers_run_300_jobs_exactly_once(db, run_cli, workers, tmp_path)
 
     procs = [workers.start("--count", "2", "--burst", "--name", f"w{n}") for n in range(3)]
     for p in procs:
-        assert wait_exit(p, 90) == 0, _logs([p])
+        assert wait_exit(p, 90) == 0, worker_logs([p])
 
     written = (tmp_path / "out.txt").read_text().split()
     counts = Counter(written)
@@ -158,7 +100,7 @@ def test_three_workers_run_300_jobs_exactly_once(db, run_cli, workers, tmp_path)
 def test_killed_worker_job_recovered_at_once_by_a_local_peer(db, run_cli, store, workers, tmp_path):
     # stale-after 60 s: the recovery below must not wait for it. backoff-max 0: the recovered
     # job is retried at once.
-    configure(run_cli, ("stale-after", "60"), ("backoff-max", "0"))
+    configure_fast(run_cli, ("stale-after", "60"), ("backoff-max", "0"))
     d = safe_path(tmp_path)
     command = (
         f'echo $$ > {d}/pid.$QUEUECTL_ATTEMPT; '
@@ -198,7 +140,7 @@ def test_killed_worker_job_recovered_at_once_by_a_local_peer(db, run_cli, store,
 def test_burst_recovers_and_runs_a_killed_workers_job(db, run_cli, store, workers, tmp_path):
     # The issue's case: kill -9 a worker mid-job, then `worker start --burst`. It must not
     # exit at once leaving the job processing and its orphan running owned by nobody.
-    configure(run_cli, ("stale-after", "60"), ("backoff-max", "0"))
+    configure_fast(run_cli, ("stale-after", "60"), ("backoff-max", "0"))
     a, pgid = start_slow_first_attempt(run_cli, store, workers, tmp_path, "orphaned", "a")
     os.kill(a.pid, signal.SIGKILL)
     a.wait()
@@ -215,7 +157,7 @@ def test_a_job_that_kills_its_worker_at_once_runs_max_retries_plus_one_times(db,
                                                                              max_retries):
     # Killed within a millisecond of its start, before a lazy start record: every loss counts the
     # attempt, and the last attempt's start is recorded before it runs (queuectl.domain.backoff.last_attempt).
-    configure(run_cli, ("backoff-max", "0"))
+    configure_fast(run_cli, ("backoff-max", "0"))
     ran = tmp_path / "ran"
     enqueue(run_cli, id="poison", command=f"echo x >> {safe_path(ran)}; kill -9 $PPID", max_retries=max_retries)
     killed = 0
@@ -235,7 +177,7 @@ def test_a_silent_worker_of_another_host_is_recovered_after_stale_after_of_watch
     # Two registrations from "another host" that this host cannot check by pid: one beats
     # (with a wall clock an hour behind ours), one has gone silent. Only the silent one's job
     # is recovered, and only once the local worker has watched it for stale-after (1.5 s).
-    configure(run_cli, ("backoff-max", "0"))
+    configure_fast(run_cli, ("backoff-max", "0"))
     enqueue(run_cli, id="far-live", command="true")
     enqueue(run_cli, id="far-dead", command="true")
     far = {"host": "elsewhere", "boot_id": "other-boot 1", "pid": 1, "pid_start": 1, "slots": 1, "queues": []}
@@ -250,7 +192,7 @@ def test_a_silent_worker_of_another_host_is_recovered_after_stale_after_of_watch
     started = time.monotonic()
     while store.get_job("far-dead").state == JobState.PROCESSING:
         store.heartbeat(live_id, time.time() - 3600)
-        assert time.monotonic() - started < 30, _logs([w])
+        assert time.monotonic() - started < 30, worker_logs([w])
         time.sleep(0.1)
     assert time.monotonic() - started >= 1.2  # watched for stale-after, not judged on the wall clock
     until(state_is(store, "far-dead", JobState.COMPLETED), "the recovered job to run", procs=[w])
@@ -270,7 +212,7 @@ def logged_by(procs, line: str) -> list:
 
 
 def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(db, run_cli, store, workers):
-    configure(run_cli, ("backoff-max", "0"))  # stale-after 1.5 s
+    configure_fast(run_cli, ("backoff-max", "0"))  # stale-after 1.5 s
     far = {"host": "elsewhere", "boot_id": "other-boot 1", "pid": 1, "pid_start": 1, "slots": 1, "queues": []}
 
     def silent_far_worker(name):  # its job is in a queue that the local workers do not serve
@@ -297,7 +239,7 @@ def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(
     # The recovery's log line follows its commit: wait for the line too, then count who wrote it.
     until(lambda: logged_by(procs, "recovered job job-of-far1"), "the recovery's log line", procs=procs)
     recovered_by = logged_by(procs, "recovered job job-of-far1")
-    assert len(recovered_by) == 1, _logs(procs)  # one recovery, by the lease holder
+    assert len(recovered_by) == 1, worker_logs(procs)  # one recovery, by the lease holder
     leader = recovered_by[0]
     names = {p: f"local{n}" for n, p in enumerate(procs)}
     assert held_the_lease(names[leader], "job-of-far1")
@@ -315,7 +257,7 @@ def test_stale_workers_are_recovered_by_one_lease_holder_and_another_takes_over(
 
 
 def test_frozen_worker_is_declared_dead_and_exits_1(db, run_cli, store, workers, tmp_path):
-    configure(run_cli, ("backoff-max", "0"))  # stale-after 1.5 s
+    configure_fast(run_cli, ("backoff-max", "0"))  # stale-after 1.5 s
     a, pgid = start_slow_first_attempt(run_cli, store, workers, tmp_path, "frozen", "a")
     b = workers.start("--name", "b")
     until(lambda: store.worker_by_name("b"), "worker b to register", procs=[b])
@@ -324,7 +266,7 @@ def test_frozen_worker_is_declared_dead_and_exits_1(db, run_cli, store, workers,
     until(state_is(store, "frozen", JobState.COMPLETED), "b to recover and rerun the job", procs=[b])
     until(lambda: not live_members(pgid), "a's copy of the job to be killed", timeout=10)
     os.kill(a.pid, signal.SIGCONT)
-    assert wait_exit(a) == 1, _logs([a])
+    assert wait_exit(a) == 1, worker_logs([a])
     assert "declared dead" in WorkerProcs.output(a)
     job = store.get_job("frozen")  # a's late result did not overwrite the rerun's
     assert job.state == JobState.COMPLETED and job.attempts == 2 and job.exit_code == 0
@@ -337,7 +279,7 @@ def test_frozen_worker_is_declared_dead_and_exits_1(db, run_cli, store, workers,
 
 
 def test_live_long_job_is_never_run_twice(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)  # stale-after 1.5 s, the job runs 4 s
+    configure_fast(run_cli)  # stale-after 1.5 s, the job runs 4 s
     a = workers.start("--name", "a")
     b = workers.start("--name", "b")
     until(lambda: store.worker_by_name("a") and store.worker_by_name("b"), "both workers to register", procs=[a, b])
@@ -368,14 +310,14 @@ def _sigint_group(proc):
 
 @pytest.mark.parametrize("stop", [_sigterm, _sigint_group], ids=["sigterm", "sigint-to-group"])
 def test_one_stop_signal_drains_running_job(db, run_cli, store, workers, tmp_path, stop):
-    configure(run_cli)
+    configure_fast(run_cli)
     started = safe_path(tmp_path / "started")
     enqueue(run_cli, id="first", command=f"echo started > {started}; sleep 1.5; echo done")
     w = workers.start("--name", "w")
     until(lambda: (tmp_path / "started").exists(), "the job to start", procs=[w])
     enqueue(run_cli, id="second", command="true")
     stop(w)
-    assert wait_exit(w) == 0, _logs([w])
+    assert wait_exit(w) == 0, worker_logs([w])
 
     job = store.get_job("first")
     assert job.state == JobState.COMPLETED and job.exit_code == 0 and job.attempts == 1
@@ -407,8 +349,8 @@ def test_second_stop_signal_requeues_running_job(db, run_cli, store, workers, tm
             continue
         forced = True
         break
-    assert forced, _logs([w])
-    assert wait_exit(w) == 0, _logs([w])
+    assert forced, worker_logs([w])
+    assert wait_exit(w) == 0, worker_logs([w])
 
     job = store.get_job("j")
     assert job.state == JobState.PENDING
@@ -433,18 +375,18 @@ def test_worker_stop_force_requeues_the_running_jobs(db, run_cli, store, workers
 
 
 def test_sighup_drains_like_sigterm(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     enqueue(run_cli, id="j", command=f"echo started > {safe_path(tmp_path / 'started')}; sleep 1; echo done")
     w = workers.start("--name", "w")
     until(lambda: (tmp_path / "started").exists(), "the job to start", procs=[w])
     w.send_signal(signal.SIGHUP)  # the terminal or ssh session went away
-    assert wait_exit(w) == 0, _logs([w])
+    assert wait_exit(w) == 0, worker_logs([w])
     assert store.get_job("j").state == JobState.COMPLETED
     assert logs_bytes(db, "j").stdout == b"done\n"
 
 
 def test_status_tells_a_dead_worker_from_a_live_one(db, run_cli, store, workers):
-    configure(run_cli, ("stale-after", "60"))
+    configure_fast(run_cli, ("stale-after", "60"))
     a = workers.start("--name", "a")
     b = workers.start("--name", "b")
     until(lambda: len(status(db)["workers"]) == 2, "both workers to register", procs=[a, b])
@@ -463,7 +405,7 @@ def test_status_tells_a_dead_worker_from_a_live_one(db, run_cli, store, workers)
 
 
 def test_jobs_and_pending_retries_survive_worker_restart(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)  # backoff-base 1: retries 1 s apart
+    configure_fast(run_cli)  # backoff-base 1: retries 1 s apart
     d = safe_path(tmp_path)
     for i in range(5):
         enqueue(run_cli, id=f"early{i}", command=f"echo early{i} >> {d}/ran")
@@ -486,7 +428,7 @@ def test_jobs_and_pending_retries_survive_worker_restart(db, run_cli, store, wor
         enqueue(run_cli, id=f"late{i}", command=f"echo late{i} >> {d}/ran")
     (tmp_path / "go").touch()
     b = workers.start("--name", "b", "--burst")
-    assert wait_exit(b, 60) == 0, _logs([b])
+    assert wait_exit(b, 60) == 0, worker_logs([b])
 
     flaky = store.get_job("flaky")
     assert flaky.state == JobState.COMPLETED and flaky.attempts >= 2
@@ -502,12 +444,12 @@ def test_jobs_and_pending_retries_survive_worker_restart(db, run_cli, store, wor
 
 
 def test_ten_megabytes_of_output_keep_the_tail(db, run_cli, workers):
-    configure(run_cli, ("output-limit", "65536"))
+    configure_fast(run_cli, ("output-limit", "65536"))
     enqueue(run_cli, id="big", command=(
         "head -c 10000000 /dev/zero | tr '\\0' y >&2; "
         "head -c 10000000 /dev/zero | tr '\\0' x; printf END"))
     w = workers.start("--burst")
-    assert wait_exit(w, 60) == 0, _logs([w])
+    assert wait_exit(w, 60) == 0, worker_logs([w])
 
     job = json.loads(queuectl(db, "show", "big", "--json").stdout)
     assert job["state"] == "completed" and job["exit_code"] == 0
@@ -520,10 +462,10 @@ def test_ten_megabytes_of_output_keep_the_tail(db, run_cli, workers):
 
 
 def test_non_utf8_output_is_kept_as_bytes(db, run_cli, workers):
-    configure(run_cli)
+    configure_fast(run_cli)
     enqueue(run_cli, id="bin", command="printf '\\377\\376abc'; printf '\\377err' >&2")
     w = workers.start("--burst")
-    assert wait_exit(w) == 0, _logs([w])
+    assert wait_exit(w) == 0, worker_logs([w])
 
     r = logs_bytes(db, "bin")
     assert r.stdout == b"\xff\xfeabc"
@@ -539,11 +481,11 @@ def test_non_utf8_output_is_kept_as_bytes(db, run_cli, workers):
 
 
 def test_timeout_kills_grandchild(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     pidfile = safe_path(tmp_path / "grandchild")
     enqueue(run_cli, id="slow", command=f"sh -c 'sleep 60 & echo $! > {pidfile}; wait'", timeout=1, max_retries=0)
     w = workers.start("--burst")
-    assert wait_exit(w) == 0, _logs([w])
+    assert wait_exit(w) == 0, worker_logs([w])
 
     job = store.get_job("slow")
     assert job.state == JobState.DEAD and job.attempts == 1
@@ -557,7 +499,7 @@ def test_timeout_kills_grandchild(db, run_cli, store, workers, tmp_path):
 
 
 def test_worker_stop_stops_every_local_worker(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     for q in ("qa", "qb"):
         enqueue(run_cli, id=q, queue=q, command=f"echo started > {safe_path(tmp_path / q)}; sleep 1.5")
     w1 = workers.start("--name", "w1", "--queue", "qa")
@@ -576,7 +518,7 @@ def test_worker_stop_stops_every_local_worker(db, run_cli, store, workers, tmp_p
 
 
 def test_worker_stop_by_name_unknown_name_and_timeout(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     enqueue(run_cli, id="short", queue="qa", command=f"echo started > {safe_path(tmp_path / 'a')}; sleep 1")
     release = safe_path(tmp_path / "release")  # the long job runs until the test says (no race with a slow machine)
     enqueue(run_cli, id="long", queue="qb",
@@ -619,15 +561,15 @@ def test_worker_stop_by_name_unknown_name_and_timeout(db, run_cli, store, worker
 
 
 def test_burst_waits_for_retries_but_not_delayed_jobs(db, run_cli, store, workers):
-    configure(run_cli)  # backoff-base 1: the retry comes 1 s later
+    configure_fast(run_cli)  # backoff-base 1: the retry comes 1 s later
     idle = workers.start("--burst")
-    assert wait_exit(idle) == 0, _logs([idle])  # nothing to do: exits at once
+    assert wait_exit(idle) == 0, worker_logs([idle])  # nothing to do: exits at once
 
     enqueue(run_cli, id="ok", command="true")
     enqueue(run_cli, id="doomed", command="exit 4", max_retries=1)
     enqueue(run_cli, id="later", command="true", delay=3600)
     w = workers.start("--burst")
-    assert wait_exit(w, 60) == 0, _logs([w])
+    assert wait_exit(w, 60) == 0, worker_logs([w])
 
     assert store.get_job("ok").state == JobState.COMPLETED
     doomed = store.get_job("doomed")
@@ -640,7 +582,7 @@ def test_burst_waits_for_retries_but_not_delayed_jobs(db, run_cli, store, worker
 
 
 def test_same_name_conflict_then_immediate_takeover(db, run_cli, store, workers, tmp_path):
-    configure(run_cli, ("stale-after", "60"), ("backoff-max", "0"))
+    configure_fast(run_cli, ("stale-after", "60"), ("backoff-max", "0"))
     first, pgid = start_slow_first_attempt(run_cli, store, workers, tmp_path, "held", "same")
 
     second = workers.start("--name", "same")
@@ -670,13 +612,13 @@ def test_same_name_conflict_then_immediate_takeover(db, run_cli, store, workers,
 
 
 def test_job_environment_is_scrubbed(db, run_cli, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     enqueue(run_cli, id="envjob", command=f"env > {safe_path(tmp_path / 'env.txt')}")
     w = workers.start("--burst", env={
         "NOTIFY_SOCKET": str(tmp_path / "notify.sock"), "WATCHDOG_USEC": "30000000",
         "WATCHDOG_PID": str(os.getpid()), "QUEUECTL_TEST_MARKER": "kept",
     })
-    assert wait_exit(w) == 0, _logs([w])
+    assert wait_exit(w) == 0, worker_logs([w])
 
     env = dict(line.split("=", 1) for line in (tmp_path / "env.txt").read_text().splitlines() if "=" in line)
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
@@ -698,7 +640,7 @@ def test_every_command_that_makes_work_wakes_an_idle_worker_at_once(db, run_cli,
     # Polls and heartbeats 30 s apart (the loop claims at either, and looks for cancels at a heartbeat):
     # only the wake-up (SQLite's datagram, sent by the store after its commit; PostgreSQL's NOTIFY) makes
     # the worker act within PROMPTLY. Every command runs as a real process, as a user runs it.
-    configure(run_cli, ("stale-after", "90"), ("heartbeat-interval", "30"), ("poll-interval", "30"),
+    configure_fast(run_cli, ("stale-after", "90"), ("heartbeat-interval", "30"), ("poll-interval", "30"),
               ("max-retries", "0"))
     d = safe_path(tmp_path)
     w = workers.start("--name", "w", "--count", "1")
@@ -739,7 +681,7 @@ def test_every_command_that_makes_work_wakes_an_idle_worker_at_once(db, run_cli,
 
 
 def test_verbose_logs_each_start_and_the_default_only_ends(db, run_cli):
-    configure(run_cli)
+    configure_fast(run_cli)
     enqueue(run_cli, id="quiet", command="true")
     default = queuectl(db, "worker", "start", "--burst")
     assert "job quiet completed" in default.stderr and "job quiet started" not in default.stderr
@@ -753,7 +695,7 @@ def test_verbose_logs_each_start_and_the_default_only_ends(db, run_cli):
 
 def test_cancel_stops_a_running_jobs_whole_group_within_a_second(db, run_cli, store, workers, tmp_path):
     # Heartbeats 30 s apart: only the wake-up (a datagram; PostgreSQL's NOTIFY) can make the worker act in time.
-    configure(run_cli, ("stale-after", "90"), ("heartbeat-interval", "30"))
+    configure_fast(run_cli, ("stale-after", "90"), ("heartbeat-interval", "30"))
     d = safe_path(tmp_path)
     enqueue(run_cli, id="long", command=f"sleep 30 & echo $! > {d}/child; echo started; sleep 30")
     w = workers.start("--name", "w")
@@ -780,7 +722,7 @@ def test_cancel_stops_a_running_jobs_whole_group_within_a_second(db, run_cli, st
 
 def test_a_job_retried_after_a_cancel_is_stopped_by_the_next_cancel(db, run_cli, store, workers, tmp_path):
     """The worker that stopped a run for a cancel stops the job's next run too (after `retry`), on the same worker."""
-    configure(run_cli)
+    configure_fast(run_cli)
     runs = safe_path(tmp_path) + "/runs"
     enqueue(run_cli, id="again", command=f"echo run >> {runs}; sleep 30")
     w = workers.start("--name", "w")
@@ -797,7 +739,7 @@ def test_a_job_retried_after_a_cancel_is_stopped_by_the_next_cancel(db, run_cli,
 
 
 def test_cancel_racing_the_jobs_own_end_gives_one_consistent_state(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     w = workers.start("--name", "w", "--count", "4")
     until(lambda: store.worker_by_name("w"), "the worker to register", procs=[w])
     finals = []
@@ -820,7 +762,7 @@ def test_cancel_racing_the_jobs_own_end_gives_one_consistent_state(db, run_cli, 
 
 
 def test_a_cancel_request_survives_the_workers_death(db, run_cli, store, workers, tmp_path):
-    configure(run_cli, ("stale-after", "60"))
+    configure_fast(run_cli, ("stale-after", "60"))
     a, pgid = start_slow_first_attempt(run_cli, store, workers, tmp_path, "doomed", "a")
     os.kill(a.pid, signal.SIGSTOP)  # it cannot act on the request
     r = queuectl(db, "cancel", "doomed", "--wait", "0")
@@ -842,7 +784,7 @@ def test_a_cancel_request_survives_the_workers_death(db, run_cli, store, workers
 
 
 def test_retention_runs_while_workers_drain_and_purge_shrinks_the_file(db, run_cli, store, workers, tmp_path):
-    configure(run_cli, ("keep-completed", "1s"))
+    configure_fast(run_cli, ("keep-completed", "1s"))
     lines = "\n".join(json.dumps({"id": f"r{i:04d}", "command": "head -c 20000 /dev/zero"}) for i in range(1500))
     assert run_cli("enqueue", "--file", "-", input=lines).exit_code == 0
     procs = [workers.start("--name", f"w{n}", "--count", "2") for n in range(2)]
@@ -850,7 +792,7 @@ def test_retention_runs_while_workers_drain_and_purge_shrinks_the_file(db, run_c
           procs=procs)
     until(lambda: store.counts().get("default", {}).get("completed", 0) == 0, "retention to delete them all",
           timeout=90, procs=procs)  # a pass a minute, and at once while a batch was full
-    logs = _logs(procs)
+    logs = worker_logs(procs)
     assert "retention: deleted" in logs and "locked" not in logs, logs
     assert store.run_counts()["default"] == {"completed": 1500}  # nothing failed, nothing lost
     for p in procs:
@@ -858,7 +800,7 @@ def test_retention_runs_while_workers_drain_and_purge_shrinks_the_file(db, run_c
         assert wait_exit(p) == 0
 
     # purge on demand: output of 2 MB per job, then the file gives it back
-    configure(run_cli, ("keep-completed", "forever"), ("output-limit", "4000000"))
+    configure_fast(run_cli, ("keep-completed", "forever"), ("output-limit", "4000000"))
     for i in range(5):
         enqueue(run_cli, id=f"big{i}", command="head -c 2000000 /dev/urandom")
     assert queuectl(db, "worker", "start", "--burst").returncode == 0

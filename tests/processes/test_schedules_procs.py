@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import signal
 from collections import Counter
-from datetime import datetime
 
-import pytest
-
-from conftest import enqueue, wait_for
-from processes.test_processes import _logs, configure, safe_path, wait_exit
+from support.cli import enqueue
+from support.jobs import slot_of
+from support.waiting import wait_for
+from support.workers import configure_fast, safe_path, wait_exit, worker_logs
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES
@@ -27,16 +26,11 @@ def logged(path) -> list[list[str]]:
     return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def slot_of(job_id: str) -> float:
-    """The slot of a schedule's run, from its id (NAME@YYYY-MM-DDTHH:MM:SSZ)."""
-    return datetime.strptime(job_id.split("@", 1)[1], "%Y-%m-%dT%H:%M:%S%z").timestamp()
-
-
 def stop_all(procs) -> None:
     for p in procs:
         p.send_signal(signal.SIGTERM)
     for p in procs:
-        assert wait_exit(p) == 0, _logs([p])
+        assert wait_exit(p) == 0, worker_logs([p])
 
 
 def add_schedule(run_cli, name, every, command, *options):
@@ -45,12 +39,12 @@ def add_schedule(run_cli, name, every, command, *options):
 
 
 def test_three_workers_fire_each_slot_of_every_2s_once(db, run_cli, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     log = tmp_path / "runs.log"
     add_schedule(run_cli, "tick", "2s", f'echo "$QUEUECTL_JOB_ID $(date +%s.%N)" >> {safe_path(log)}',
                  "--overlap", "allow")
     procs = [workers.start("--name", f"w{n}") for n in range(3)]
-    wait_for(lambda: len(logged(log)) >= 4, timeout=30, message=f"4 runs{_logs(procs)}")
+    wait_for(lambda: len(logged(log)) >= 4, timeout=30, message=f"4 runs{worker_logs(procs)}")
     stop_all(procs)
     runs = logged(log)
     assert [i for i, n in Counter(r[0] for r in runs).items() if n > 1] == []  # no slot ran twice
@@ -58,27 +52,27 @@ def test_three_workers_fire_each_slot_of_every_2s_once(db, run_cli, workers, tmp
     assert [b - a for a, b in zip(slots, slots[1:])] == [2.0] * (len(slots) - 1), runs  # and none was left out
     for job_id, started in runs:
         assert float(started) >= slot_of(job_id) - 0.05, runs  # not before its slot (the clocks agree here)
-    fired = sum(_logs([p]).count("schedule tick: slot") for p in procs)
+    fired = sum(worker_logs([p]).count("schedule tick: slot") for p in procs)
     assert fired >= len(runs)  # each slot was logged by the worker that fired it
 
 
 def test_a_worker_stopped_for_five_slots_gives_one_catch_up_run(db, run_cli, store, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     log = tmp_path / "runs.log"
     add_schedule(run_cli, "tick", "1s", f'echo "$QUEUECTL_JOB_ID" >> {safe_path(log)}', "--overlap", "allow")
     first = workers.start("--name", "w1")
-    wait_for(lambda: logged(log), timeout=30, message=f"a first run{_logs([first])}")
+    wait_for(lambda: logged(log), timeout=30, message=f"a first run{worker_logs([first])}")
     stop_all([first])
     before = {r[0] for r in logged(log)}
     stopped_at = store.clock()
     wait_for(lambda: store.clock() >= stopped_at + 5.5, timeout=10, message="five slots to pass")
     again = workers.start("--name", "w2")
-    wait_for(lambda: len(logged(log)) > len(before), timeout=30, message=f"the catch-up run{_logs([again])}")
+    wait_for(lambda: len(logged(log)) > len(before), timeout=30, message=f"the catch-up run{worker_logs([again])}")
     stop_all([again])
     after = sorted(slot_of(r[0]) for r in logged(log) if r[0] not in before)
     catch_up, last_before = after[0], max(slot_of(i) for i in before)
     assert catch_up >= int(stopped_at) + 5, (after, stopped_at)  # no run for the five slots passed meanwhile ...
-    assert "passed unfired" in _logs([again])  # ... but one run for them all, said so
+    assert "passed unfired" in worker_logs([again])  # ... but one run for them all, said so
     assert [b - a for a, b in zip(after, after[1:])] == [1.0] * (len(after) - 1)  # then each slot again
     assert catch_up - last_before >= 5
 
@@ -100,7 +94,7 @@ def _most_at_once(intervals) -> int:
 
 
 def test_a_concurrency_limit_holds_across_workers_and_another_queue_runs_beside_it(db, run_cli, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     assert run_cli("limit", "build", "--concurrency", "2").exit_code == 0
     logs = {q: safe_path(tmp_path / f"{q}.log") for q in ("build", "other")}
     for q, n in (("build", 12), ("other", 24)):
@@ -110,7 +104,7 @@ def test_a_concurrency_limit_holds_across_workers_and_another_queue_runs_beside_
                                                              f' >> {logs[q]}')
     procs = [workers.start("--count", "4", "--burst", "--name", f"w{n}") for n in range(4)]
     for p in procs:
-        assert wait_exit(p, 120) == 0, _logs([p])
+        assert wait_exit(p, 120) == 0, worker_logs([p])
     build, other = (_intervals(logged(tmp_path / f"{q}.log")) for q in ("build", "other"))
     assert (len(build), len(other)) == (12, 24)
     assert _most_at_once(build) <= 2  # never 3 at once, across 4 workers
@@ -119,14 +113,14 @@ def test_a_concurrency_limit_holds_across_workers_and_another_queue_runs_beside_
 
 
 def test_a_rate_limit_holds_in_every_window(db, run_cli, workers, tmp_path):
-    configure(run_cli)
+    configure_fast(run_cli)
     assert run_cli("limit", "mail", "--rate", "5/2s").exit_code == 0
     log = safe_path(tmp_path / "mail.log")
     for i in range(20):
         enqueue(run_cli, id=f"m{i}", queue="mail", command=f'echo "$QUEUECTL_JOB_ID $(date +%s.%N)" >> {log}')
     procs = [workers.start("--count", "4", "--burst", "--name", f"w{n}") for n in range(2)]
     for p in procs:
-        assert wait_exit(p, 120) == 0, _logs([p])
+        assert wait_exit(p, 120) == 0, worker_logs([p])
     starts = sorted(float(r[1]) for r in logged(tmp_path / "mail.log"))
     assert len(starts) == 20
     worst = max(sum(s <= u <= s + 2.0 for u in starts) for s in starts)

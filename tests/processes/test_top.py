@@ -3,14 +3,16 @@ what it shows follows the queue, its keys act through the api, and the terminal 
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
 
 import pytest
 
-from conftest import QUEUECTL, require, wait_for
+from support.cli import QUEUECTL, Cli, enqueue
+from support.suite import require
+from support.waiting import wait_for
+from support.workers import WorkerProcs
 from queuectl.store import open_store
 from support import tmux
 
@@ -51,19 +53,13 @@ def quit_top(term) -> None:
 
 def top_over_a_job(term, db, run_cli, *args: str) -> None:
     """Enqueue job j1 in queue default, then run top with `args`."""
-    add(run_cli, id="j1", command="true")
+    enqueue(run_cli, id="j1", command="true")
     start_top(term, db, *args)
-
-
-def add(run_cli, **job) -> str:
-    r = run_cli("enqueue", json.dumps(job))
-    assert r.exit_code == 0, r.stderr
-    return job["id"]
 
 
 def top_over_a_running_job(term, db, run_cli, workers, job_id: str, command: str) -> None:
     """Run job `job_id` on a worker, then top, until top shows it running."""
-    add(run_cli, id=job_id, command=command)
+    enqueue(run_cli, id=job_id, command=command)
     workers.start()
     with open_store(db) as store:
         wait_for(lambda: store.get_job(job_id).state.value == "processing", message="the job to run")
@@ -78,7 +74,7 @@ def row(screen: str, first: str) -> list[str]:
 
 def test_the_counts_follow_a_worker_draining_the_queue_and_q_gives_the_terminal_back(term, db, run_cli, workers):
     for n in range(5):
-        add(run_cli, id=f"j{n}", command="true")
+        enqueue(run_cli, id=f"j{n}", command="true")
     start_top(term, db)
     term.wait_for("pending 5  processing 0  completed 0")
     workers.start("--count", "2")
@@ -135,8 +131,8 @@ def test_enter_opens_the_job_and_follows_its_output_until_it_ends(term, db, run_
 
 
 def test_slash_filters_by_queue_or_text(term, db, run_cli):
-    add(run_cli, id="a1", queue="alpha", command="true")
-    add(run_cli, id="b1", queue="beta", command="true")
+    enqueue(run_cli, id="a1", queue="alpha", command="true")
+    enqueue(run_cli, id="b1", queue="beta", command="true")
     start_top(term, db)
     term.wait_for(lambda s: "alpha " in s and "beta " in s, message="both queues")
     term.keys("/")
@@ -199,10 +195,8 @@ def test_without_a_terminal_one_line_and_exit_2(db):
 
 
 def test_a_database_outage_is_said_and_ridden_out(term, pg_server, pg_uri, tmp_path):
-    from conftest import Cli
-
     run_cli = Cli(pg_uri)
-    add(run_cli, id="j1", command="true")
+    enqueue(run_cli, id="j1", command="true")
     start_top(term, pg_uri)
     term.wait_for("pending 1  processing 0")
     try:
@@ -211,7 +205,7 @@ def test_a_database_outage_is_said_and_ridden_out(term, pg_server, pg_uri, tmp_p
     finally:
         if not pg_server.running():
             pg_server.start()
-    add(run_cli, id="j2", command="true")
+    enqueue(run_cli, id="j2", command="true")
     shown = term.wait_for(lambda s: "pending 2  processing 0" in s and "database unavailable" not in s,
                           message="the view back")
     assert shown.startswith("queuectl top")
@@ -230,9 +224,7 @@ def test_an_error_ends_the_view_with_one_line_and_exit_1_the_terminal_given_back
 
 
 def test_top_works_through_pgbouncer_in_transaction_pooling(term, pooled):
-    from conftest import Cli
-
-    add(Cli(pooled), id="j1", command="true")
+    enqueue(Cli(pooled), id="j1", command="true")
     start_top(term, pooled)
     term.wait_for("pending 1  processing 0")
     term.keys("p")
@@ -249,8 +241,6 @@ def test_a_user_who_may_only_read_a_sqlite_file_gets_the_view_read_only(term, tm
     import pathlib
     import shutil
     import tempfile
-
-    from conftest import Cli, WorkerProcs
 
     if os.geteuid() != 0 or not shutil.which("runuser"):
         require("needs root and runuser (util-linux) to run top as nobody", "processes")
@@ -270,7 +260,7 @@ def test_a_user_who_may_only_read_a_sqlite_file_gets_the_view_read_only(term, tm
     db = f"{home}/queue.db"
     workers = WorkerProcs(db, tmp_path)
     try:
-        add(Cli(db), id="j1", command="true")
+        enqueue(Cli(db), id="j1", command="true")
         workers.start()
         wait_for(lambda: os.path.exists(db + "-shm"), message="the worker's -shm file")
         start_top(term, db, program=system_python)

@@ -5,17 +5,20 @@ meanwhile; `enqueue --wait` exits as the command did, or 1 when the job is cance
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import QUEUECTL, configure
+from support.cli import QUEUECTL, configure, queuectl
 from queuectl.domain.models import JobState
 from support.worker_steps import NOW, add, claim, finish, ok, register
 from unit.test_wait import ended
 from support.engines import BOTH_ENGINES
+from support.waiting import wait_for
+from support.workers import WorkerProcs
 
 pytestmark = BOTH_ENGINES
 
@@ -119,8 +122,6 @@ def test_ctrl_c_stops_wait_and_worker_stop_with_130_and_one_line(tmp_path):
     says it was interrupted; each exits 130 with one line on stderr, and what was done stays done.
     (The command line's handling, the same on both engines: on SQLite, whose open file shows when
     a process has reached its command.)"""
-    from conftest import WorkerProcs
-
     db = str(tmp_path / "q.db")
     workers = WorkerProcs(db, tmp_path)
     try:
@@ -130,10 +131,6 @@ def test_ctrl_c_stops_wait_and_worker_stop_with_130_and_one_line(tmp_path):
 
 
 def _ctrl_c(db: str, workers) -> None:
-    import os
-
-    from conftest import queuectl, wait_for
-
     queuectl(db, "enqueue", '{"id":"long","command":"sleep 60"}')
     waiter = subprocess.Popen([*QUEUECTL, "--db", db, "wait", "long"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)

@@ -15,7 +15,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from conftest import QUEUECTL, configure, enqueue, wait_for
+from support.cli import QUEUECTL, configure, enqueue
+from support.waiting import wait_for
 from support.engines import BOTH_ENGINES, POSTGRESQL_ONLY
 
 pytestmark = BOTH_ENGINES

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUEUECTL, require, wait_for
+from support.cli import QUEUECTL
+from support.suite import require
+from support.waiting import wait_for
 from support.pgserver import free_port
 
 HOSTS = """127.0.0.1 near.test

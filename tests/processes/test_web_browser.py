@@ -16,7 +16,10 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from conftest import QUEUECTL, queuectl, require, snapshot, wait_for
+from support.cli import QUEUECTL, queuectl
+from support.engines import snapshot
+from support.suite import require
+from support.waiting import wait_for
 from support import browser as chromium
 from support.webserver import USERS, WebServer, request
 from support.engines import BOTH_ENGINES, SQLITE_ONLY

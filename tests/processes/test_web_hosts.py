@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import QUEUECTL
+from support.cli import QUEUECTL
 from support.webserver import USERS, WebServer, request
 
 SECRET = "s3cr3t-token"

@@ -5,9 +5,39 @@
     @POSTGRESQL_ONLY               ... or only PostgreSQL (its server)
 """
 
+import sqlite3
+
 import pytest
+
+from queuectl.store import is_uri
 
 ENGINES = ("sqlite", "postgresql")
 BOTH_ENGINES = pytest.mark.both_engines
 SQLITE_ONLY = pytest.mark.parametrize("db", ["sqlite"], indirect=True)
 POSTGRESQL_ONLY = pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+
+
+def sqlite_path(tmp_path) -> str:
+    return str(tmp_path / "queue.db")
+
+
+def engine_db(request, tmp_path, engine: str) -> str:
+    """A fresh database on `engine`: a SQLite file path, or a PostgreSQL URI (pg_uri)."""
+    return sqlite_path(tmp_path) if engine == "sqlite" else request.getfixturevalue("pg_uri")
+
+
+def snapshot(path) -> tuple:
+    """Everything in the database: schema, rows of every table, and (SQLite) the header pragmas."""
+    if is_uri(path):
+        import psycopg
+
+        with psycopg.connect(path) as con:
+            tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables"
+                                                " WHERE table_schema = 'queuectl' ORDER BY 1")]
+            return tuple((t, tuple(con.execute(f"SELECT * FROM queuectl.{t} ORDER BY 1"))) for t in tables)
+    con = sqlite3.connect(path)
+    try:
+        pragmas = tuple(con.execute(f"PRAGMA {p}").fetchone()[0] for p in ("user_version", "application_id"))
+        return pragmas, tuple(con.iterdump())
+    finally:
+        con.close()

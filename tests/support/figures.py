@@ -1,10 +1,6 @@
 """Figures a test reports (counts, seconds): printed as one block after the test, passed or failed.
 
-    @pytest.fixture
-    def figures(request):
-        yield from report_figures(request, "chaos")
-
-    def test_x(figures):
+    def test_x(figures):        # tests/conftest.py's fixture, named after the test's tier
         figures.add("reruns", 3)
 
 The block goes straight to the terminal (pytest's capture is bypassed), so it shows without

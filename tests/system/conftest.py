@@ -7,25 +7,11 @@ under CI (CI=true) it fails instead, so CI never passes without running it.
 from __future__ import annotations
 
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import require as require_for, wait_for  # tests/conftest.py
-
 from .container import (RELEASES, REPO, Container, debian_python_missing, install_source, missing_prerequisites,
-                        release_root)
-
-
-def until(predicate, what: str, timeout: float = 60.0):
-    """Poll `predicate` inside the container until it is truthy; fail after `timeout` seconds."""
-    return wait_for(predicate, timeout=timeout, interval=0.2, message=what)
-
-
-def require(reason: str | None) -> None:
-    """Skip with `reason`, or fail under CI where this tier is mandatory."""
-    require_for(reason, "system")
+                        release_root, require)
 
 
 @pytest.fixture(scope="module", params=RELEASES)
@@ -74,23 +60,3 @@ def sysd(source_install):
     c.run("sh", "-c", "rm -rf /var/lib/queuectl/* /etc/queuectl/worker-*.env"
                       " /etc/systemd/system/queuectl-worker@.service.d")
     c.run("systemctl", "daemon-reload")
-
-
-#: Where the package's file is put inside a container (not /tmp or /run: fresh tmpfs mounts inside).
-SRV = "/srv/queuectl.deb"
-
-
-def place_deb(c: Container, deb: Path) -> Container:
-    """Put the .deb at SRV in container `c`, and let its maintainer scripts start and stop units."""
-    # Build hosts and images often carry a policy-rc.d that forbids service actions (exit 101);
-    # a server does not, and deb-systemd-invoke obeys it. The overlay hides it from the container only.
-    c.run("rm", "-f", "/usr/sbin/policy-rc.d")
-    (c.root / "srv").mkdir(exist_ok=True)
-    (c.root / "srv" / "queuectl.deb").write_bytes(deb.read_bytes())
-    return c
-
-
-def apt(c: Container, *args: str) -> subprocess.CompletedProcess:
-    """Run apt-get in `c` as an admin would, without questions or recommended packages."""
-    return c.run("apt-get", "-y", "-q", "--no-install-recommends", *args,
-                 env={"DEBIAN_FRONTEND": "noninteractive"}, timeout=600)

@@ -20,6 +20,9 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from support.suite import require as require_for
+from support.waiting import wait_for
+
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = """#!/usr/bin/python3
@@ -322,3 +325,38 @@ def boot_all(containers: Iterable[Container], timeout: float = 90) -> None:
         t.join()
     if errors:
         raise errors[0]
+
+
+def container_until(predicate, what: str, timeout: float = 60.0):
+    """Poll `predicate` inside the container until it is truthy; fail after `timeout` seconds."""
+    return wait_for(predicate, timeout=timeout, interval=0.2, message=what)
+
+
+def require(reason: str | None) -> None:
+    """Skip with `reason`, or fail under CI where this tier is mandatory."""
+    require_for(reason, "system")
+
+
+#: Where the package's file is put inside a container (not /tmp or /run: fresh tmpfs mounts inside).
+SRV = "/srv/queuectl.deb"
+
+
+def place_deb(c: Container, deb: Path) -> Container:
+    """Put the .deb at SRV in container `c`, and let its maintainer scripts start and stop units."""
+    # Build hosts and images often carry a policy-rc.d that forbids service actions (exit 101);
+    # a server does not, and deb-systemd-invoke obeys it. The overlay hides it from the container only.
+    c.run("rm", "-f", "/usr/sbin/policy-rc.d")
+    (c.root / "srv").mkdir(exist_ok=True)
+    (c.root / "srv" / "queuectl.deb").write_bytes(deb.read_bytes())
+    return c
+
+
+def apt(c: Container, *args: str) -> subprocess.CompletedProcess:
+    """Run apt-get in `c` as an admin would, without questions or recommended packages."""
+    return c.run("apt-get", "-y", "-q", "--no-install-recommends", *args,
+                 env={"DEBIAN_FRONTEND": "noninteractive"}, timeout=600)
+
+
+def q(c: Container, *args: str, check: bool = True, user: str | None = None) -> subprocess.CompletedProcess:
+    """Run the installed queuectl inside container `c` (it finds the service's database in queuectl.conf)."""
+    return c.run("queuectl", *args, check=check, user=user)

@@ -13,17 +13,13 @@ import time
 
 import pytest
 
-from .conftest import REPO, SRV, apt, place_deb, require, until
+from .container import REPO, SRV, apt, container_until, place_deb, q, require
 
 
 @pytest.fixture(scope="module")
 def host(booted, deb):
     """The booted container with the package's file under /srv, and an admin in group queuectl later."""
     return place_deb(booted, deb)
-
-
-def q(c, *args, user=None, check=True):
-    return c.run("queuectl", *args, user=user, check=check)
 
 
 def test_version_agrees_with_pyproject_and_the_package(deb):
@@ -85,7 +81,7 @@ def test_group_member_enqueues_and_reads_status_without_sudo(host):
     c.run("useradd", "--create-home", "--groups", "queuectl", "alice")
     jobs = "\n".join(json.dumps({"id": f"a{i}", "command": f"echo {i}; id -un"}) for i in range(50))
     c.run("queuectl", "enqueue", "--file", "-", user="alice", input=jobs)
-    until(lambda: json.loads(q(c, "status", "--json", user="alice").stdout)["jobs"]["completed"] == 50,
+    container_until(lambda: json.loads(q(c, "status", "--json", user="alice").stdout)["jobs"]["completed"] == 50,
           "50 completed jobs")
     assert q(c, "logs", "a42", user="alice").stdout == "42\nqueuectl\n"  # the worker ran it as user queuectl
     for name in ("queuectl.db", "queuectl.db-wal", "queuectl.db-shm"):
@@ -104,7 +100,7 @@ def test_schedules_run_on_the_packages_croniter_and_time_zones(host, deb):
           user="alice")
     assert re.fullmatch(r"nightly: 30 2 \* \* \* \(Europe/Berlin\); next run \S+T02:30:00\+0[12]:00\n", r.stdout), r.stdout
     q(c, "schedule", "add", "tick", "--every", "1s", '{"command":"echo tick"}', user="alice")
-    until(lambda: any(s["last_state"] == "completed" for s in json.loads(q(c, "schedule", "list", "--json").stdout)),
+    container_until(lambda: any(s["last_state"] == "completed" for s in json.loads(q(c, "schedule", "list", "--json").stdout)),
           "a run of the schedule, fired by the packaged worker, to complete")
     q(c, "schedule", "rm", "tick", "nightly", user="alice")
 
@@ -125,7 +121,7 @@ def test_a_user_outside_the_group_gets_one_clear_line(host):
 def test_upgrade_restarts_running_instances_after_their_jobs_finish(host):
     c = host
     c.run("queuectl", "enqueue", '{"id":"during-upgrade","command":"sleep 10; echo survived"}', user="alice")
-    until(lambda: json.loads(q(c, "show", "during-upgrade", "--json").stdout)["state"] == "processing",
+    container_until(lambda: json.loads(q(c, "show", "during-upgrade", "--json").stdout)["state"] == "processing",
           "the job to start")
     old_pid = c.show("queuectl-worker@1", "MainPID")["MainPID"]
     began = time.monotonic()

@@ -6,17 +6,12 @@ import json
 import time
 
 
-from conftest import queuectl  # tests/conftest.py: queuectl on this machine
+from support.cli import queuectl
 from queuectl.store import open_store
 
-from .conftest import require, until
+from .container import container_until, q, require
 from .container import debian_python_missing
 
-
-
-def q(c, *args, check=True, user=None):
-    """Run the installed queuectl inside the container (it finds the service's database in queuectl.conf)."""
-    return c.run("queuectl", *args, check=check, user=user)
 
 
 def start(c, *instances: str) -> None:
@@ -46,7 +41,7 @@ def test_two_instances_run_20_jobs_and_status_shows_their_units(sysd):
     start(c, "1", "2")
     lines = "\n".join(json.dumps({"id": f"j{i}", "command": f"sleep 0.2; echo {i}; id -un"}) for i in range(20))
     c.run("queuectl", "enqueue", "--file", "-", input=lines)
-    until(lambda: json.loads(q(c, "status", "--json").stdout)["jobs"]["completed"] == 20, "20 completed jobs")
+    container_until(lambda: json.loads(q(c, "status", "--json").stdout)["jobs"]["completed"] == 20, "20 completed jobs")
     assert q(c, "logs", "j7").stdout == "7\nqueuectl\n"  # ran as the service's user
     status = json.loads(q(c, "status", "--json").stdout)
     assert sorted(w["name"] for w in status["workers"]) == ["1", "2"]
@@ -67,7 +62,7 @@ def test_systemctl_stop_drains_the_running_job_and_does_not_restart(sysd):
     c = sysd
     start(c, "1")
     enqueue(c, id="long", command="sleep 10; echo finished")
-    until(state_is(c, "long", "processing"), "the job to start")
+    container_until(state_is(c, "long", "processing"), "the job to start")
     began = time.monotonic()
     c.run("systemctl", "stop", "queuectl-worker@1", timeout=120)  # returns once the unit has stopped
     assert time.monotonic() - began > 5  # it waited for the job rather than killing it
@@ -92,18 +87,18 @@ def watchdog_dropin(c, seconds: int) -> None:
 def slow_first_attempt(c, job_id: str) -> None:
     """A job whose first attempt takes 60 s and later ones end at once."""
     enqueue(c, id=job_id, command='if [ "$QUEUECTL_ATTEMPT" = 1 ]; then sleep 60; fi; echo "attempt $QUEUECTL_ATTEMPT"')
-    until(lambda: job(c, job_id)["state"] == "processing", "the job to start")
+    container_until(lambda: job(c, job_id)["state"] == "processing", "the job to start")
 
 
 def assert_recovered_by_next_incarnation(c, job_id: str, began: float) -> None:
-    until(state_is(c, job_id, "completed"), "the job to be recovered and completed", timeout=25)
+    container_until(state_is(c, job_id, "completed"), "the job to be recovered and completed", timeout=25)
     # stale-after is 30 s by default: the new incarnation recovered its predecessor's job at once
     assert time.monotonic() - began < 25
     info = job(c, job_id)
     assert info["attempts"] == 2
     assert q(c, "logs", job_id).stdout == "attempt 2\n"
     assert f"recovered job {job_id} from its previous incarnation (worker lost)" in c.journal("queuectl-worker@1")
-    until(lambda: c.show("queuectl-worker@1", "ActiveState")["ActiveState"] == "active", "the unit to run again")
+    container_until(lambda: c.show("queuectl-worker@1", "ActiveState")["ActiveState"] == "active", "the unit to run again")
     assert int(c.show("queuectl-worker@1", "NRestarts")["NRestarts"]) >= 1
 
 
@@ -115,7 +110,7 @@ def test_a_hung_worker_is_killed_by_the_watchdog_restarted_and_its_job_recovered
     first = main_pid(c, "1")
     began = time.monotonic()
     c.run("kill", "-STOP", str(first))  # alive but silent: no heartbeat, so no watchdog ping
-    until(lambda: "Failed with result 'watchdog'" in c.journal("queuectl-worker@1"), "systemd's watchdog",
+    container_until(lambda: "Failed with result 'watchdog'" in c.journal("queuectl-worker@1"), "systemd's watchdog",
           timeout=30)
     assert_recovered_by_next_incarnation(c, "hung", began)
     assert main_pid(c, "1") != first
@@ -141,20 +136,20 @@ def test_a_worker_on_postgresql_rides_out_an_outage_longer_than_its_watchdog(pg_
         for job_id in ("through", "during"):  # each runs until the test creates its file
             command = f"until [ -e /var/lib/queuectl/{job_id} ]; do sleep 0.1; done"
             queuectl(pg_uri, "enqueue", json.dumps({"id": job_id, "command": command}))
-        until(lambda: state("through")[0] == state("during")[0] == "processing", "both jobs to run")
+        container_until(lambda: state("through")[0] == state("during")[0] == "processing", "both jobs to run")
         pid = main_pid(c, "1")
         pg_server.stop()
         down = time.monotonic()
         c.run("touch", "/var/lib/queuectl/during")  # ends while the server is down: its result is held
-        until(lambda: "1 result(s) held" in c.show("queuectl-worker@1", "StatusText")["StatusText"],
+        container_until(lambda: "1 result(s) held" in c.show("queuectl-worker@1", "StatusText")["StatusText"],
               "STATUS= to say that the database is unavailable and a result is held")
         said = c.show("queuectl-worker@1", "StatusText")["StatusText"]
         time.sleep(max(0.0, 20 - (time.monotonic() - down)))  # the outage: twice WatchdogSec
         during = c.show("queuectl-worker@1", "ActiveState", "NRestarts", "MainPID")
         pg_server.start()
-        until(lambda: state("during") == ("completed", 1), "the held result to be recorded", timeout=30)
+        container_until(lambda: state("during") == ("completed", 1), "the held result to be recorded", timeout=30)
         c.run("touch", "/var/lib/queuectl/through")
-        until(lambda: state("through") == ("completed", 1), "the job that ran through the outage to complete")
+        container_until(lambda: state("through") == ("completed", 1), "the job that ran through the outage to complete")
         journal = c.journal("queuectl-worker@1")[earlier:]
         print(f"\n  an outage of 20 s under WatchdogSec=10s: {during}; STATUS={said!r}")
         assert during == {"ActiveState": "active", "NRestarts": "0", "MainPID": str(pid)}, journal
@@ -174,7 +169,7 @@ def test_a_killed_worker_is_restarted_and_its_job_recovered(sysd):
     first = main_pid(c, "1")
     began = time.monotonic()
     c.run("systemctl", "kill", "-s", "KILL", "queuectl-worker@1")
-    until(lambda: main_pid(c, "1") not in (0, first), "a new incarnation")
+    container_until(lambda: main_pid(c, "1") not in (0, first), "a new incarnation")
     assert_recovered_by_next_incarnation(c, "killed", began)
     assert "sleep 60" not in c.run("ps", "-eo", "args").stdout  # the old attempt's processes are gone
 
@@ -183,7 +178,7 @@ def test_queuectl_worker_stop_stops_every_instance_through_systemctl(sysd):
     c = sysd
     start(c, "1", "2")
     enqueue(c, id="drained", command="sleep 3; echo ok")
-    until(state_is(c, "drained", "processing"), "the job to start")
+    container_until(state_is(c, "drained", "processing"), "the job to start")
     pids = {i: main_pid(c, i) for i in ("1", "2")}
     out = q(c, "worker", "stop").stdout
     assert sorted(out.splitlines()) == [f"{i} (pid {pids[i]}): stopped" for i in ("1", "2")]
@@ -198,7 +193,7 @@ def test_a_bad_configuration_exits_78_and_is_not_restarted(sysd):
     c = sysd
     c.write("/etc/queuectl/worker-3.env", "QUEUECTL_WORKER_COUNT=0\n")
     c.run("systemctl", "start", "queuectl-worker@3", check=False)
-    until(lambda: c.show("queuectl-worker@3", "ActiveState")["ActiveState"] == "failed", "the unit to fail")
+    container_until(lambda: c.show("queuectl-worker@3", "ActiveState")["ActiveState"] == "failed", "the unit to fail")
     time.sleep(3)  # longer than RestartSec
     props = c.show("queuectl-worker@3", "ActiveState", "Result", "NRestarts", "ExecMainStatus")
     assert props == {"ActiveState": "failed", "Result": "exit-code", "NRestarts": "0", "ExecMainStatus": "78"}
@@ -240,7 +235,7 @@ def test_enqueue_wakes_a_sandboxed_worker_at_once(sysd):
     time.sleep(6.5)  # past a heartbeat (5 s), where the worker re-reads its settings: it now polls once a minute
     began = time.monotonic()
     enqueue(c, id="woken", command="true")
-    until(state_is(c, "woken", "completed"), "the woken worker to run the job", timeout=20)
+    container_until(state_is(c, "woken", "completed"), "the woken worker to run the job", timeout=20)
     assert time.monotonic() - began < 10
 
 
@@ -250,12 +245,12 @@ def test_the_metrics_timer_writes_a_file_that_parses(sysd):
     c = sysd
     start(c, "1")
     enqueue(c, id="m1", command="true")
-    until(state_is(c, "m1", "completed"), "a job to complete")
+    container_until(state_is(c, "m1", "completed"), "a job to complete")
     c.run("mkdir", "-p", "/var/lib/prometheus/node-exporter")  # what prometheus-node-exporter ships
     c.run("chmod", "0755", "/var/lib/prometheus/node-exporter")
     c.run("systemctl", "start", "queuectl-metrics.timer")  # OnBootSec passed long ago: it fires at once
     path = "/var/lib/prometheus/node-exporter/queuectl.prom"
-    until(lambda: c.run("test", "-s", path, check=False).returncode == 0, "the timer to write the file")
+    container_until(lambda: c.run("test", "-s", path, check=False).returncode == 0, "the timer to write the file")
     text = c.run("cat", path).stdout
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}

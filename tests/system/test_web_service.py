@@ -15,7 +15,7 @@ import urllib.parse
 
 import pytest
 
-from .conftest import SRV, apt, place_deb, until
+from .container import SRV, apt, place_deb, container_until
 
 SOCKET, SERVICE = "queuectl-web.socket", "queuectl-web.service"
 URL = "http://127.0.0.1:8765/"
@@ -167,7 +167,7 @@ def test_the_socket_activated_service_answers_the_configured_name_and_no_other(h
     # The journal takes the service's lines in their order, a moment after they are written: once a line
     # written after both refusals shows, any second line for the same name would show too.
     assert get(c, URL + "jobs", alice, host="last.example.test")[0] == 421
-    journal = until(lambda: "host last.example.test:" in (j := c.journal(SERVICE)) and j,
+    journal = container_until(lambda: "host last.example.test:" in (j := c.journal(SERVICE)) and j,
                     "the last refusal in the journal")
     assert sum("refusing requests for host rebind.example.test:" in line for line in journal.splitlines()) == 1, journal
     started = [line for line in journal.splitlines() if "(from systemd)" in line][-1]
@@ -190,7 +190,7 @@ def test_the_workers_page_shows_a_worker_unit_of_this_host_and_its_state(host):
             return found.group(0) if found else ""
 
         # The page's snapshot is read every interval and the units every 10 s: a row may be older.
-        until(lambda: "active (running)" in row(), "the worker's unit state on /workers", timeout=90)
+        container_until(lambda: "active (running)" in row(), "the worker's unit state on /workers", timeout=90)
         shown = row()
         props = c.show(unit, "ActiveState", "SubState", "NRestarts")
         assert f'<td class="unit">{unit}</td>' in shown, shown
@@ -219,7 +219,7 @@ def test_beyond_loopback_without_users_exits_78_and_is_not_restarted(host):
     # The refusing service closes the waiting connection (else systemd would start it again for it, until
     # its start limit, and the client would hang until then).
     assert c.run("python3", "-c", KNOCK, "127.0.0.1", "8766").stdout.strip() in ("reset", "b''")
-    until(lambda: state(c)["ActiveState"] == "failed", f"{SERVICE} to fail")
+    container_until(lambda: state(c)["ActiveState"] == "failed", f"{SERVICE} to fail")
     after = state(c)
     assert (after["Result"], after["ExecMainStatus"], after["NRestarts"]) == ("exit-code", "78", "0"), after
     journal = c.journal(SERVICE)

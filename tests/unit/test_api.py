@@ -9,6 +9,7 @@ import stat
 
 import pytest
 
+from support.jobs import enqueue_specs
 from queuectl.api import config, jobs, limits, ops, schedules
 from queuectl.api.database import CONFIG, DEFAULT, ENVIRONMENT, OPTION, Database, open_database
 from queuectl.api.outage import Patience
@@ -26,11 +27,6 @@ def dump(path: str) -> tuple:
         return (con.execute("PRAGMA user_version").fetchone(), tuple(con.iterdump()))
     finally:
         con.close()
-
-
-def add(store, *specs: str) -> list[str]:
-    """Enqueue one job per JSON spec; return their ids."""
-    return [e.id for e in jobs.enqueue(store, [jobs.parse_one(s) for s in specs])]
 
 
 def patient() -> Patience:
@@ -100,7 +96,7 @@ def test_open_database_takes_queuectl_db_when_given_none(tmp_path, monkeypatch):
     monkeypatch.setenv("QUEUECTL_DB", str(tmp_path / "env.db"))
     store = open_database()
     try:
-        add(store, '{"command":"true"}')
+        enqueue_specs(store, '{"command":"true"}')
     finally:
         store.close()
     assert (tmp_path / "env.db").exists()
@@ -126,7 +122,7 @@ def test_enqueue_returns_what_it_did_with_each_job(store):
 
 
 def test_a_file_of_jobs_names_the_bad_line_and_enqueues_nothing(store, db):
-    add(store, '{"id":"taken","command":"true"}')
+    enqueue_specs(store, '{"id":"taken","command":"true"}')
     lines = [b'{"command":"true"}\n', b"\n", b'{"command":"true","priority":"high"}\n']
     refused(store, db, InvalidInput, 2, lambda: jobs.parse_jobs(lines), "line 3:", "nothing was enqueued")
     refused(store, db, InvalidInput, 2, lambda: jobs.parse_jobs([b"\xff\n"]), "line 1: not UTF-8")
@@ -139,19 +135,19 @@ def test_a_file_of_jobs_names_the_bad_line_and_enqueues_nothing(store, db):
 
 
 def test_wait_reports_unknown_ids_and_waits_for_nothing_then(store):
-    known = add(store, '{"command":"true"}')
+    known = enqueue_specs(store, '{"command":"true"}')
     waited = jobs.wait(store, [*known, "nobody"], patient(), timeout=5)
     assert waited.unknown == ["nobody"] and waited.jobs == {} and waited.late == []
 
 
 def test_wait_gives_the_jobs_not_ended_by_the_timeout(store):
-    ids = add(store, '{"command":"true"}')
+    ids = enqueue_specs(store, '{"command":"true"}')
     waited = jobs.wait(store, ids, patient(), timeout=0.05)
     assert waited.late == ids and waited.unknown == [] and list(waited.jobs) == ids
 
 
 def test_wait_status_is_that_of_the_first_job_that_did_not_complete(store):
-    ids = add(store, '{"id":"a","command":"true"}', '{"id":"b","command":"true"}')
+    ids = enqueue_specs(store, '{"id":"a","command":"true"}', '{"id":"b","command":"true"}')
     ops.cancel(store, patient(), ["b"])
     ops.cancel(store, patient(), ["a"])
     assert jobs.wait_status(store, [*ids, "a"], patient()) == 1
@@ -162,14 +158,14 @@ def test_wait_status_is_that_of_the_first_job_that_did_not_complete(store):
 
 
 def test_cancel_takes_ids_or_a_choice_not_both_nor_neither(store, db):
-    add(store, '{"id":"a","command":"true","queue":"q"}')
+    enqueue_specs(store, '{"id":"a","command":"true","queue":"q"}')
     refused(store, db, InvalidInput, 2, lambda: ops.cancel(store, patient(), ["a"], queue="q"), "not both")
     refused(store, db, InvalidInput, 2, lambda: ops.cancel(store, patient()), "give the ids")
     refused(store, db, InvalidInput, 2, lambda: ops.cancel(store, patient(), queue="bad name"))
 
 
 def test_cancel_reports_each_job_and_the_errors_beside_them(store):
-    add(store, '{"id":"a","command":"true"}', '{"id":"b","command":"true","after":"a"}')
+    enqueue_specs(store, '{"id":"a","command":"true"}', '{"id":"b","command":"true","after":"a"}')
     report = ops.cancel(store, patient(), ["a", "nobody"])
     assert [(c.id, c.was, c.state, c.error is None) for c in report] == [
         ("a", "pending", "cancelled", True), ("nobody", None, None, False)]
@@ -179,7 +175,7 @@ def test_cancel_reports_each_job_and_the_errors_beside_them(store):
 
 
 def test_retry_refuses_a_job_that_is_not_dead_or_cancelled(store, db):
-    add(store, '{"id":"a","command":"true"}')
+    enqueue_specs(store, '{"id":"a","command":"true"}')
     refused(store, db, Conflict, 1, lambda: ops.retry(store, ["a"]), "'a'")
     refused(store, db, NotFound, 1, lambda: ops.retry(store, ["nobody"]))
     refused(store, db, Conflict, 1, lambda: ops.dlq_retry(store, ["a"]))
@@ -195,7 +191,7 @@ def test_pause_and_resume_say_which_queues_changed(store, db):
 
 
 def test_purge_deletes_finished_jobs_by_age_and_refuses_what_would_delete_nothing(store, db):
-    add(store, '{"id":"a","command":"true"}', '{"id":"b","command":"true"}')
+    enqueue_specs(store, '{"id":"a","command":"true"}', '{"id":"b","command":"true"}')
     ops.cancel(store, patient(), ["a"])
     refused(store, db, InvalidInput, 2, lambda: ops.purge(store, older_than="forever"), "forever")
     refused(store, db, InvalidInput, 2, lambda: ops.purge(store, older_than="soon"))
@@ -258,7 +254,7 @@ def test_settings_by_either_spelling_and_bad_values_refused(store, db):
 
 
 def test_status_reports_counts_keys_and_retention(store):
-    add(store, '{"id":"a","command":"true","key":"k","queue":"q"}')
+    enqueue_specs(store, '{"id":"a","command":"true","key":"k","queue":"q"}')
     report = status(store)
     d = report.to_dict()
     assert d["jobs"]["pending"] == 1 and d["queues"]["q"]["pending"] == 1
@@ -267,7 +263,7 @@ def test_status_reports_counts_keys_and_retention(store):
 
 
 def test_the_metrics_file_is_written_whole_and_readable_by_all(store, tmp_path):
-    add(store, '{"command":"true"}')
+    enqueue_specs(store, '{"command":"true"}')
     old = os.umask(0o077)
     try:
         target = write_metrics(store, str(tmp_path / "queuectl.prom"))
@@ -296,7 +292,7 @@ def test_a_metrics_file_whose_write_fails_leaves_no_temporary_file(store, tmp_pa
 
 
 def test_a_listing_gives_the_total_when_its_limit_cuts_it_short(store, db):
-    add(store, '{"id":"a","command":"true","queue":"q"}', '{"id":"b","command":"true","queue":"q"}',
+    enqueue_specs(store, '{"id":"a","command":"true","queue":"q"}', '{"id":"b","command":"true","queue":"q"}',
         '{"id":"c","command":"true"}')
     first, total = jobs.list_jobs(store, None, "q", 1)
     assert [j.id for j in first] == ["b"] and total == 2

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_error, snapshot
+from support.cli import assert_error
+from support.engines import snapshot
 from queuectl.domain.jobspec import FIELDS, MAX_COMMAND_BYTES, MAX_RETRIES
 from support.engines import BOTH_ENGINES, POSTGRESQL_ONLY, SQLITE_ONLY
 

@@ -19,7 +19,8 @@ from datetime import datetime
 import click
 import pytest
 
-from conftest import assert_error, json_error_position, snapshot
+from support.cli import assert_error, json_error_position
+from support.engines import snapshot
 from support.backdoor import behind_queuectls_back
 from queuectl.cli import cli as cli_group
 

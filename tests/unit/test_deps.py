@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from conftest import QUEUECTL, assert_error, snapshot
+from support.cli import QUEUECTL, assert_error
+from support.engines import snapshot
 from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from support.worker_steps import NOW, add, bad, claim, finish, register

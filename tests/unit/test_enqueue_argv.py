@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import assert_error, configure
+from support.cli import assert_error, configure
 from queuectl.domain.jobspec import command_of_argv
 from support.engines import BOTH_ENGINES
 

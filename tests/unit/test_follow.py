@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import io
 
-import pytest
-
-from conftest import assert_error
+from support.cli import assert_error
 from queuectl.api.following import follow
 from queuectl.domain.models import JobState
 from queuectl.store import Exchange, Running

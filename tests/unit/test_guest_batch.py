@@ -9,7 +9,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from conftest import wait_for
+from support.waiting import wait_for
 from guests.runs import Batch
 from support.procstat import gone
 

@@ -9,7 +9,7 @@ import pytest
 from queuectl.store import Exchange, Outcome
 from unit.test_cli import _parse_metrics
 from support.worker_steps import add, register
-from conftest import assert_error
+from support.cli import assert_error
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from conftest import json_error_position  # tests/conftest.py
+from support.cli import json_error_position
 
 from queuectl.domain.errors import InvalidInput
 from queuectl.domain.jobspec import MAX_COMMAND_BYTES, parse_job

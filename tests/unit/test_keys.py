@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from conftest import QUEUECTL, assert_error, snapshot
+from support.cli import QUEUECTL, assert_error
+from support.engines import snapshot
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES

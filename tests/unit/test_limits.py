@@ -8,7 +8,8 @@ import hashlib
 
 import pytest
 
-from conftest import assert_error, snapshot
+from support.cli import assert_error
+from support.engines import snapshot
 from queuectl.domain.clock import STEP_TOLERANCE
 from queuectl.store import core as sql_module
 from queuectl.store import fragments, timing

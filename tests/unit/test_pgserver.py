@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_postgres
+from support.suite import require_postgres
 from support.pgserver import PgServer, _pid_alive
 
 try:

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from conftest import QUEUECTL, import_or_skip, queuectl
+from support.cli import QUEUECTL, assert_process_error, queuectl
+from support.suite import import_or_skip
 from support.backdoor import behind_queuectls_back
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 from queuectl.domain.models import JobState
@@ -41,12 +42,6 @@ def password_uri(pg_server):
     pg_server.create_database(name, owner="qpass")
     yield pg_server.uri(name, "qpass", PASSWORD)
     pg_server.drop_database(name, force=True)
-
-
-def one_error_line(r: subprocess.CompletedProcess, code: int) -> str:
-    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
-    assert r.stdout == "" and r.stderr.count("\n") == 1 and r.stderr.startswith("queuectl: error: "), r.stderr
-    return r.stderr
 
 
 # -- schema ------------------------------------------------------------------------------------------
@@ -78,7 +73,7 @@ def test_a_newer_schema_is_refused_and_left_alone(db, pg_server):
     with pytest.raises(DatabaseError, match="newer than this queuectl"):
         open_store(db)
     r = queuectl(db, "status", check=False)
-    assert "upgrade queuectl" in one_error_line(r, 1)
+    assert "upgrade queuectl" in assert_process_error(r, 1)
 
 
 def test_a_foreign_schema_named_queuectl_is_refused(db, pg_server):
@@ -88,7 +83,7 @@ def test_a_foreign_schema_named_queuectl_is_refused(db, pg_server):
     with pytest.raises(InvalidInput, match="not queuectl's"):
         open_store(db)
     assert pg_server.sql("SELECT count(*) FROM queuectl.jobs", dbname=name) == [(0,)]
-    assert one_error_line(queuectl(db, "status", check=False), 2)
+    assert assert_process_error(queuectl(db, "status", check=False), 2)
 
 
 def test_the_queue_lives_in_its_own_schema(db, pg_server):
@@ -107,19 +102,19 @@ def test_a_server_that_is_not_there_is_one_line_and_exit_1(pg_server):
     with pytest.raises(DatabaseUnavailable):  # which a worker rides out (queuectl.worker's watchdog rule)
         open_store(uri)
     for args in (("status",), ("enqueue", '{"command":"true"}'), ("list", "--json"), ("worker", "start", "--burst")):
-        line = one_error_line(queuectl(uri, *args, check=False), 1)
+        line = assert_process_error(queuectl(uri, *args, check=False), 1)
         assert "cannot connect to database postgresql://nobody@127.0.0.1:" in line, line
         assert PASSWORD not in line
 
 
 def test_a_wrong_password_is_one_line_without_the_password(password_uri):
     wrong = password_uri.replace(PASSWORD, "not-" + PASSWORD)
-    line = one_error_line(queuectl(wrong, "status", check=False), 1)
+    line = assert_process_error(queuectl(wrong, "status", check=False), 1)
     assert "password authentication failed" in line and PASSWORD not in line, line
 
 
 def test_a_malformed_uri_is_bad_input(pg_server):
-    line = one_error_line(queuectl(f"postgresql://u:{PASSWORD}@127.0.0.1/x?no_such_option=1", "status", check=False), 2)
+    line = assert_process_error(queuectl(f"postgresql://u:{PASSWORD}@127.0.0.1/x?no_such_option=1", "status", check=False), 2)
     assert "not a valid PostgreSQL URI" in line and PASSWORD not in line, line
 
 
@@ -127,7 +122,7 @@ def test_values_that_libpq_checks_only_when_it_connects_are_bad_input_too():
     # (Others, such as sslmode=bogus, give exit 1: psycopg 3.1 cuts libpq's message to the value.)
     import_or_skip("psycopg")  # no server needed, but the driver (the package build may lack it)
     uri = f"postgresql://u:{PASSWORD}@127.0.0.1:notaport/queuectl"
-    line = one_error_line(queuectl(uri, "status", check=False), 2)
+    line = assert_process_error(queuectl(uri, "status", check=False), 2)
     assert "not a valid PostgreSQL URI" in line and PASSWORD not in line, line
 
 
@@ -169,14 +164,14 @@ def test_several_hosts_with_read_write_reach_the_primary_past_a_dead_host_and_a_
         assert queuectl(hosts + "?target_session_attrs=read-write", "enqueue", enqueue_json).stdout == "ha\n"
         assert pg_server.sql("SELECT id FROM queuectl.jobs", dbname=name) == [("ha",)]
         # Without it, libpq takes the first server that answers: the standby, which refuses writes.
-        line = one_error_line(queuectl(hosts, "enqueue", '{"command":"true"}', check=False), 1)
+        line = assert_process_error(queuectl(hosts, "enqueue", '{"command":"true"}', check=False), 1)
         assert "read-only transaction" in line, line
     finally:
         standby.cleanup()
     assert pg_server.sql("SELECT slot_name FROM pg_replication_slots") == []  # the standby's slot went with it
     dead2 = free_port()
     uri = f"postgresql://postgres@127.0.0.1:{dead},127.0.0.1:{dead2}/{name}?target_session_attrs=read-write"
-    line = one_error_line(queuectl(uri, "status", check=False), 1)
+    line = assert_process_error(queuectl(uri, "status", check=False), 1)
     assert f"cannot connect to database {uri}: " in line, line
 
 
@@ -185,7 +180,7 @@ def test_several_hosts_with_read_write_reach_the_primary_past_a_dead_host_and_a_
 def test_a_value_meant_for_postgresql_that_is_no_uri_makes_no_sqlite_file(target, tmp_path):
     r = subprocess.run([*QUEUECTL, "--db", target, "status"], capture_output=True, text=True, cwd=tmp_path,
                        timeout=60)
-    line = one_error_line(r, 2)
+    line = assert_process_error(r, 2)
     assert "postgresql://user@host/dbname" in line and PASSWORD not in line, line
     assert list(tmp_path.iterdir()) == []
 
@@ -193,7 +188,7 @@ def test_a_value_meant_for_postgresql_that_is_no_uri_makes_no_sqlite_file(target
 def test_a_missing_database_given_by_the_environment_is_a_configuration_error(pg_server):
     env = {**os.environ, "QUEUECTL_DB": pg_server.uri("no_such_database")}
     r = subprocess.run([*QUEUECTL, "status"], capture_output=True, text=True, env=env, timeout=60)
-    assert "does not exist" in one_error_line(r, 1)
+    assert "does not exist" in assert_process_error(r, 1)
 
 
 def test_the_password_never_appears_in_output_or_logs(password_uri, tmp_path):
@@ -216,7 +211,7 @@ def test_without_psycopg_a_postgresql_uri_says_what_to_install(tmp_path, pg_serv
     env = {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     r = subprocess.run([*QUEUECTL, "--db", pg_server.uri("x"), "status"], capture_output=True, text=True, env=env,
                        timeout=60)
-    assert "apt-get install python3-psycopg" in one_error_line(r, 78)
+    assert "apt-get install python3-psycopg" in assert_process_error(r, 78)
     # SQLite needs no psycopg at all.
     r = subprocess.run([*QUEUECTL, "--db", str(tmp_path / "q.db"), "status"], capture_output=True, text=True,
                        env=env, timeout=60)
@@ -241,7 +236,7 @@ def test_the_site_configuration_may_name_a_postgresql_database(db, tmp_path):
         assert s.get_job("c").state == JobState.PENDING
     conf.write_text("[queuectl]\ndb = mysql://u@h/q\n")
     r = subprocess.run([*QUEUECTL, "status"], capture_output=True, text=True, env=env, timeout=60)
-    assert "db must be an absolute path or a postgresql:// URI" in one_error_line(r, 78)
+    assert "db must be an absolute path or a postgresql:// URI" in assert_process_error(r, 78)
 
 
 def test_a_burst_drain_leaves_its_counters_folded(db, run_cli, store):

@@ -14,7 +14,7 @@ from queuectl.worker.duties.recovery import SPAWN_SETTLE, Recovery, kill_local
 from queuectl.host.runner import spawn
 from queuectl.store import Exchange, Running
 from support.procstat import live_members
-from conftest import wait_for
+from support.waiting import wait_for
 from support.worker_steps import NOW, add, register
 
 

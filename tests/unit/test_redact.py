@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import QUEUECTL, Cli, assert_error, import_or_skip
+from support.cli import Cli, QUEUECTL, assert_error
+from support.suite import import_or_skip
 from support.pgserver import free_port
 from queuectl.domain.dburi import redact, secrets, uri_error
 

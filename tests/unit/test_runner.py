@@ -8,16 +8,8 @@ import time
 from queuectl.host import procs
 from queuectl.host.runner import Runner, job_environment, run
 
-from conftest import wait_for
-
-
-def gone(pid: int) -> bool:
-    """True if the process no longer exists or is a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+from support.procstat import gone
+from support.waiting import wait_for
 
 
 def test_exit_status_and_output():

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_error, snapshot
+from support.cli import assert_error
+from support.engines import snapshot
 from queuectl.domain.errors import InvalidInput
 from queuectl.domain.recurrence import local_zone, parse_rule, slot_id
 from support.engines import BOTH_ENGINES

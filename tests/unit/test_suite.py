@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import MARKED_TIERS, SERVICE_MANAGER_ENV, TESTS, TIERS, import_or_skip, misplaced, tier_of
+from support.suite import MARKED_TIERS, SERVICE_MANAGER_ENV, TESTS, TIERS, import_or_skip, misplaced, tier_of
 
 
 def test_the_programs_the_suite_starts_inherit_nothing_from_a_service_manager():
@@ -94,3 +94,10 @@ def test_a_module_marked_both_engines_runs_each_test_on_each_engine_unless_one_n
         "test_a_held_key_prints_the_holder_and_exits_0[postgresql]"]
     assert [i for i in ids if i.startswith("test_empty_file")] == ["test_empty_file_becomes_a_queuectl_database[sqlite]"]
     assert [i for i in ids if i.startswith("test_cancel")] == ["test_cancel_takes_ids_or_a_choice_not_both_nor_neither"]
+
+
+def test_conftest_files_are_configuration_and_no_module_imports_from_one():
+    # Helpers live in tests/support/ (or a tier's own module); a conftest holds fixtures and hooks.
+    importers = sorted(f"{p.relative_to(TESTS)}: {m.group(0)}" for p in TESTS.rglob("*.py")
+                       for m in re.finditer(r"^\s*(?:from \.?conftest import|import conftest)\b.*$", p.read_text(), re.M))
+    assert importers == [], importers

@@ -8,13 +8,14 @@ import time
 
 import pytest
 
-from conftest import assert_error
-from queuectl.api import jobs, ops
+from support.cli import assert_error
+from queuectl.api import ops
 from queuectl.domain.models import printable
 from queuectl.store import Outcome
 from queuectl.tui import layout, model
 from queuectl.tui.layout import ASCII, MIN_SIZE, UNICODE, cells, clip, text_of
 from queuectl.tui.source import Source
+from support.jobs import enqueue_job
 from support.worker_steps import claim, finish
 from support.engines import BOTH_ENGINES, SQLITE_ONLY
 
@@ -26,25 +27,19 @@ WORKER = {"name": "w1", "host": "testhost", "boot_id": "boot", "pid": 4242, "pid
 NASTY = "echo \x1b[2J\x1b]52;c;aGk=\x07 \u202eevil\r\n"  # clears the screen, writes the clipboard, reorders
 
 
-def add(store, **job) -> str:
-    new = jobs.parse_one(__import__("json").dumps(job))
-    jobs.enqueue(store, [new])
-    return job["id"]
-
-
 @pytest.fixture
 def busy(store):
     """A queue with a running job, a dead one (with a nasty command and error), a completed one, a pending one in
     a paused and limited queue, and a worker."""
     wid, _ = store.register_worker(WORKER, store.now())
     for job_id in ("done", "gone"):
-        add(store, id=job_id, command=NASTY if job_id == "gone" else "true", max_retries=0)
+        enqueue_job(store, id=job_id, command=NASTY if job_id == "gone" else "true", max_retries=0)
     claim(store, wid, [], 2, store.now())
     finish(store, wid, [Outcome("done", True, 0, None, b"fine\n"),
                         Outcome("gone", False, 3, "exit code 3 \x1b[31mred", b"", b"boom\x1b[2J\n")], store.now())
-    add(store, id="long", command="sleep 100")
+    enqueue_job(store, id="long", command="sleep 100")
     claim(store, wid, [], 1, store.now())
-    add(store, id="later", queue="mail", command="true")
+    enqueue_job(store, id="later", queue="mail", command="true")
     ops.set_paused(store, ["mail"], True)
     store.set_limit("mail", store.now(), concurrency=2)
     return store
@@ -152,7 +147,7 @@ def test_a_wide_terminal_gets_two_columns_with_every_pane(busy):
 
 def test_a_short_terminal_cuts_rows_and_keeps_the_selection_in_view(store):
     for n in range(30):
-        add(store, id=f"j{n:02d}", queue=f"q{n:02d}", command="true")
+        enqueue_job(store, id=f"j{n:02d}", queue=f"q{n:02d}", command="true")
     view = model.View()
     m = model.build(Source(store).read(), view)
     view.selected = ("queue", "q25")
@@ -245,7 +240,7 @@ def test_a_postgresql_role_that_may_only_read_gets_the_view_read_only(pg_uri):
 
     role = f"viewer_{uuid.uuid4().hex[:8]}"
     with open_store(pg_uri) as owner:
-        add(owner, id="j1", command="true")
+        enqueue_job(owner, id="j1", command="true")
     with psycopg.connect(pg_uri, autocommit=True) as con:
         con.execute(f"CREATE ROLE {role} LOGIN")
         con.execute(f"GRANT USAGE ON SCHEMA queuectl TO {role}")

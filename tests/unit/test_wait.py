@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import assert_error, configure
+from support.cli import assert_error, configure
 from queuectl.api.outage import Patience
 from queuectl.api.waiting import Attempts
 from queuectl.store import Outcome

@@ -15,7 +15,7 @@ import io
 
 import pytest
 
-from conftest import assert_error
+from support.cli import assert_error
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidConfig
 from queuectl.api.following import follow
 from queuectl.api.outage import LIMIT, RETRY, Patience, limit_from_environment

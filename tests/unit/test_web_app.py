@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import snapshot
+from support.engines import snapshot
 from queuectl.api.database import Database
 from queuectl.domain.errors import PermissionDenied
 from queuectl.domain.models import JobState

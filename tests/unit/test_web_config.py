@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from conftest import assert_error
+from support.cli import assert_error
 from queuectl.domain.errors import InvalidConfig, InvalidInput, QueuectlError
 from queuectl.web import config, serve
 from queuectl.web.config import WebConfig

@@ -13,7 +13,8 @@ import time
 import pytest
 from hypothesis import given, strategies as st
 
-from conftest import assert_error, snapshot
+from support.cli import assert_error
+from support.engines import snapshot
 from queuectl.domain.errors import InvalidConfig, InvalidInput
 from queuectl.domain.models import JobState
 from queuectl.web import config, hosts

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import snapshot
+from support.engines import snapshot
 from queuectl.domain.models import JobState
 from support import worker_steps as steps
 from support.webapp import Dashboard, token_in

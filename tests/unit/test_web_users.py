@@ -11,7 +11,7 @@ import stat
 import bcrypt
 import pytest
 
-from conftest import Cli, assert_error
+from support.cli import Cli, assert_error
 from queuectl.domain.errors import InvalidConfig, InvalidInput
 from queuectl.web import userfile, users
 from queuectl.web.users import CACHE_SECONDS, Checker, User

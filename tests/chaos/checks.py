@@ -1,9 +1,5 @@
-"""The chaos tier (`pytest -m chaos`): kill storms, contention, a full disk and clock steps, at full size,
-and the PostgreSQL fault tests: server restarts, a connection-kill storm and an outage.
-
-Each test prints its figures (a line per measure) whether it passes or fails. Tests that
-need root or a Debian package skip with the reason printed, and fail under CI (CI=true).
-"""
+"""What the chaos tier's tests check after the harm they do: a database's integrity, a process's CPU time,
+and whether this machine grants a privilege a case needs (require_privilege)."""
 
 from __future__ import annotations
 
@@ -14,14 +10,8 @@ from typing import Sequence
 
 import pytest
 
-from conftest import require  # tests/conftest.py
-from support.figures import report_figures  # tests/support/figures.py
+from support.suite import require
 from queuectl.store import is_uri, open_store
-
-
-@pytest.fixture
-def figures(request):
-    yield from report_figures(request, "chaos")
 
 
 def require_privilege(what: str, command: Sequence[str]) -> None:
