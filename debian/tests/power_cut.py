@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """The power-cut test's bookkeeping (debian/tests/power-cut runs it; not a test of its own).
 
-    power_cut.py jobs DIR N       write DIR/jobs.jsonl: N jobs whose command records each run in a file of
-                                  its own (DIR/runs/ID, a line a run, fsynced), DIR/late.jsonl: N more to
-                                  enqueue one at a time during the drain, and make those files
+    power_cut.py jobs DIR N       write DIR/jobs.jsonl: N jobs whose command waits for GATE, then records
+                                  each run in a file of its own (DIR/runs/ID, a line a run, fsynced),
+                                  DIR/late.jsonl: N more to enqueue one at a time during the drain, and
+                                  make those files
     power_cut.py seen DIR         write DIR/seen: the ids `queuectl list` shows completed now, fsynced
     power_cut.py prune DIR        remove the empty run files of jobs the queue does not have (late jobs not
                                   enqueued before the cut), so that every run file left names a job
@@ -22,6 +23,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+#: The file every job waits for before it records its run. It lives in /run (a tmpfs), so the cut takes it:
+#: after boot the jobs the workers claim wait, lightly, until the test's second half (autopkgtest's shell is
+#: back by then) makes it again. Under TCG a guest draining at full speed as it boots starves the shell
+#: autopkgtest sets up then, which it allows 10 s to mount its shared folder (a testbed failure).
+GATE = "/run/queuectl-power-cut-go"
 
 
 def queuectl(*args: str):
@@ -48,7 +55,8 @@ def job(home: Path, job_id: str) -> str:
     runs.mkdir(exist_ok=True)
     (runs / job_id).touch()
     # The run is on disk before the job exits, so the worker can only record an end after it.
-    return json.dumps({"id": job_id, "command": f'f={runs}/"$QUEUECTL_JOB_ID"; echo run >> "$f"; sync "$f"'})
+    return json.dumps({"id": job_id, "command": f'while [ ! -e {GATE} ]; do sleep 0.5; done; '
+                                                 f'f={runs}/"$QUEUECTL_JOB_ID"; echo run >> "$f"; sync "$f"'})
 
 
 def jobs(home: Path, n: int) -> None:

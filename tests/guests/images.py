@@ -45,9 +45,12 @@ IMAGE_MAX_AGE_DAYS = 7
 #: Files an image holds beyond its packages: the root file system, the name, the persistent journal's
 #: folder (the last boot's journal, after a reboot), the 9p modules loaded at boot (autopkgtest mounts
 #: its shared folder with 9p over virtio and allows that 10 s, which loading them under TCG can take),
-#: and drivers not loaded.
+#: autopkgtest's root shell (setup-testbed's autopkgtest@.service) weighted ten times a service's share of
+#: the guest's CPU (the same allowances, when it is set up again after a reboot as the units enabled
+#: before it start and work), and drivers not loaded.
 FILES = {"etc/fstab": "/dev/vda / ext4 rw,errors=remount-ro 0 1\n",
          "etc/modules-load.d/autopkgtest-9p.conf": "9p\n9pnet_virtio\n",
+         "etc/systemd/system/autopkgtest@.service.d/queuectl-guest.conf": "[Service]\nCPUWeight=1000\n",
          # Drivers udev would load for the emulated CPU's and board's devices just as autopkgtest opens its
          # shell (see DISABLED): nothing a test uses.
          "etc/modprobe.d/queuectl-guest.conf": "".join(f"blacklist {m}\n" for m in (
