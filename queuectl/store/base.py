@@ -62,14 +62,17 @@ class FollowedOutput(NamedTuple):
 
 class Exchanged(NamedTuple):
     """What an exchange did: the ended jobs' new states, in the order of Exchange.ended (None for a job the
-    worker no longer owns); the claimed jobs, in claim order; and `limited`, the limited queues
+    worker no longer owns); the claimed jobs, in claim order; `limited`, the limited queues
     (queuectl.store.limits) among those the claim could take from, as it saw them, or None when no claim
-    ran (none asked, or nothing was ready). A worker claims again at once when a job of a limited queue
-    ends, rather than at its next poll (the place it held is free)."""
+    ran (none asked, or nothing was ready); and `retry_in`, the backoff the store chose for each job it
+    recorded failed (job id -> seconds until its retry, after_failure's rule), or None when none failed.
+    A worker claims again at once when a job of a limited queue ends, rather than at its next poll (the
+    place it held is free)."""
 
     states: list
     jobs: list
     limited: frozenset[str] | None = None
+    retry_in: dict[str, float] | None = None
 
 
 class Enqueued(NamedTuple):
@@ -128,7 +131,8 @@ def schedule(now: Instant, delay: float) -> tuple[float, float, str | None, floa
 
 def after_failure(attempts: int, max_retries: int | None, now: Instant, config: dict,
                    cancel_requested_at: float | None = None) -> tuple[JobState, tuple]:
-    """Return (state, _schedule values) after a failed attempt: a retry after its backoff, or dead.
+    """Return (state, schedule values: run_at, delay, due_boot, due_mono) after a failed attempt: a retry
+    after its backoff (queuectl.domain.backoff), or dead (all four None).
 
     A job whose cancel was requested is cancelled instead: never retried, never dead.
     """

@@ -53,8 +53,8 @@ class ExchangeStore(SqlCore):
         whose cancel was requested is cancelled. A job this worker no longer owns is left alone.
         `config` (the settings in force, as the worker last read them) spares a read of the
         config table. Returns Exchanged (the ended jobs' new states, None for a job not owned; the
-        claimed jobs; the limited queues the claim saw). Raises WorkerGone, changing nothing, if the
-        worker is no longer registered.
+        claimed jobs; the limited queues the claim saw; the seconds until each failed job's retry).
+        Raises WorkerGone, changing nothing, if the worker is no longer registered.
         """
         now = instant(now)
         if not ex.writes() and (ex.claim <= 0 or not self._any_ready(queues, now)):
@@ -72,12 +72,12 @@ class ExchangeStore(SqlCore):
                      for r in ex.running])
             if ex.output:
                 self._record_output(c, worker_id, ex.output, config["output-limit"])
-            states = self._finish(c, worker_id, ex.ended, now, config)
+            states, retry_in = self._finish(c, worker_id, ex.ended, now, config)
             self._requeue(c, worker_id, ex.requeue, now)
             self._release(c, worker_id, ex.release, now)
             if ex.claim <= 0:
-                return Exchanged(states, [])
-            return Exchanged(states, *self._claim(c, worker_id, queues, ex.claim, now, ex.free))
+                return Exchanged(states, [], None, retry_in)
+            return Exchanged(states, *self._claim(c, worker_id, queues, ex.claim, now, ex.free), retry_in)
 
     def _claim(self, c, worker_id: int, queues: Sequence[str], limit: int, now: Instant,
                free: int | None = None) -> tuple[list[Job], frozenset[str]]:
@@ -102,9 +102,12 @@ class ExchangeStore(SqlCore):
             f"{fragments.READY_STATES} AND ({DUE} OR state = 'failed') AND {fragments.not_paused()}",
             due_params(instant(now)), queues))
 
-    def _finish(self, c, worker_id: int, outcomes: Sequence[Outcome], now: Instant, config) -> list[JobState | None]:
-        """Record the ended jobs: successes in one batch of statements, failures one by one."""
+    def _finish(self, c, worker_id: int, outcomes: Sequence[Outcome], now: Instant,
+                config) -> tuple[list[JobState | None], dict[str, float] | None]:
+        """Record the ended jobs: successes in one batch of statements, failures one by one. Return their
+        states (Exchanged.states) and the seconds until each failed one's retry (Exchanged.retry_in)."""
         states: dict[int, JobState | None] = {}
+        retry_in: dict[str, float] = {}
         done = [(i, o) for i, o in enumerate(outcomes) if o.ok]
         rows = self._update_returning(
             c, _COMPLETED,
@@ -117,8 +120,10 @@ class ExchangeStore(SqlCore):
             self._notify(c)  # its trigger may have released dependants: wake the workers to claim them
         for i, o in enumerate(outcomes):
             if not o.ok:
-                states[i] = self._fail_one(c, worker_id, o, now, config)
-        return [states[i] for i in range(len(outcomes))]
+                states[i], delay = self._fail_one(c, worker_id, o, now, config)
+                if states[i] == JobState.FAILED:
+                    retry_in[o.job_id] = delay
+        return [states[i] for i in range(len(outcomes))], retry_in or None
 
     def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:
         """Run `sql` (an UPDATE ... RETURNING of at most one row) once per parameter tuple; return
@@ -131,17 +136,20 @@ class ExchangeStore(SqlCore):
         ended_at = now.wall if o.ended_at is None else min(o.ended_at, now.wall)
         return now.wall, ended_at, o.exit_code, o.error
 
-    def _fail_one(self, c, worker_id: int, o: Outcome, now: Instant, config) -> JobState | None:
+    def _fail_one(self, c, worker_id: int, o: Outcome, now: Instant,
+                  config) -> tuple[JobState | None, float | None]:
+        """Record a failed attempt; return the job's new state (None: not this worker's) and the seconds until
+        its retry (None unless failed)."""
         row = c.execute(f"SELECT seq, attempts, max_retries, cancel_requested_at, started_at FROM jobs {OWNED}",
                         (o.job_id, worker_id)).fetchone()
         if row is None:
-            return None
+            return None, None
         attempts = row["attempts"] + int(o.started_at is not None and row["started_at"] is None)
         state, schedule = after_failure(attempts, row["max_retries"], now, config, row["cancel_requested_at"])
         c.execute(_FAILED,
                   (state.value, attempts, o.started_at, *schedule, *self._ended(o, now), row["seq"]))
         self._keep_output(c, {"seq": row["seq"], "attempts": attempts}, o)
-        return state
+        return state, schedule[1]
 
     @staticmethod
     def _keep_output(c, row, o: Outcome) -> None:

@@ -105,8 +105,9 @@ class Worker:
         self.recovery = Recovery(self.store, self.queues)
         self.claims = ClaimPolicy(self.store, self.queues, self.slots)
         self.ledger = Ledger()
-        self.exchange = Exchanger(self)
         self.outage = Outage(self.notifier, self.recovery.watch, self.monotonic)
+        self.exchange = Exchanger(self.store, self.queues, self.ledger, self.runner.running, self.claims, self.outage,
+                                  self.stats, self.now)
         self.health = Health(self.notifier, self.recovery.watch, self.monotonic)
         self.wakeups = Wakeups(self.store, self.runner)
         self.cancels = Cancels(self)
@@ -120,25 +121,6 @@ class Worker:
         # first at once: a turn can say it before the stop request is announced, and says it once)
         self._env = JobEnvironment()
         self.wakeups.listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
-
-    # The claim policy's state, under the names tests and tools have used.
-    @property
-    def reserve(self):
-        """The jobs claimed and not started (the claim policy's reserve)."""
-        return self.claims.reserve
-
-    @property
-    def prefetch(self) -> int:
-        """Jobs claimed ahead at most while jobs are short."""
-        return self.claims.prefetch
-
-    @property
-    def _short(self) -> bool:
-        return self.claims.short
-
-    @_short.setter
-    def _short(self, value: bool) -> None:
-        self.claims.short = value
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -191,6 +173,7 @@ class Worker:
         self.worker_id, recovered = self.store.register_worker(
             info, now, replace=previous.id if previous else None, config=self.config,
             replace_seen=previous.seen if previous else None)
+        self.exchange.worker_id = self.worker_id
         self.recovery.report(recovered, "its previous incarnation")
         self.stats.recovered = self.recovery.recovered
         log.info("worker %s started: %d slot(s), queues %s", self.name, self.slots,
@@ -258,8 +241,8 @@ class Worker:
             run_due(self.before_exchange, now)
             self.give_back(self.claims.held_back(now, self.runner.running))
             claim = self.claims.wanted(now, len(self.runner.running), stopping)
-            if claim or now >= self.exchange.due(now):
-                self.exchange.run(now, claim)
+            if claim or now >= self.exchange.due(now, stopping):
+                self.exchange.run(now, claim, self.config)
                 self._database_works()  # the held results are in: claimed jobs may start again
                 self._start_reserved(now)
             if not stopping:
@@ -293,8 +276,8 @@ class Worker:
     def _next_due(self, now: float, stopping: bool) -> float:
         """Return seconds until the next thing due: the heartbeat, a record's deadline, a claim, a reserve's
         release, a duty."""
-        due = min(self.health.next_beat, self.exchange.due(now), self.claims.next_due(now, self.runner.running,
-                                                                                      stopping))
+        due = min(self.health.next_beat, self.exchange.due(now, stopping),
+                  self.claims.next_due(now, self.runner.running, stopping))
         if self.runner.running:  # output read meanwhile does not end the wait: look at it again then
             due = min(due, now + OUTPUT_EVERY)
         if not stopping:
@@ -372,7 +355,7 @@ class Worker:
         attempt = job.attempts + 1
         wall = self.clock()  # the start, recorded first or later
         if last_attempt(job.attempts, job.max_retries, self.config):
-            self.exchange.record_start(job.id, wall)
+            self.exchange.record_start(job.id, wall, self.config)
         env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
                              "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id),
                              "QUEUECTL_WORKER_PID": str(os.getpid())})  # as registered

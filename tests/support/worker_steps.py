@@ -53,7 +53,7 @@ def bad(job_id: str, code: int = 1) -> Outcome:
 def claim(store, worker_id: int, queues: Sequence[str], limit: int, now) -> list[Job]:
     """Claim up to `limit` ready jobs of `queues` for `worker_id` and record them started at `now` (their attempt
     counted), as a worker that starts them at once does; return them as started."""
-    _, jobs, _ = store.exchange(worker_id, Exchange(claim=limit), queues, now)
+    jobs = store.exchange(worker_id, Exchange(claim=limit), queues, now).jobs
     if jobs:
         start(store, worker_id, [j.id for j in jobs], now)
     return [j._replace(attempts=j.attempts + 1) for j in jobs]

@@ -101,7 +101,7 @@ def test_an_end_waits_at_most_record_within_while_batching_and_is_recorded_at_on
     clock.t += RECORD_WITHIN
     worker.tick()
     assert state(store, "b") == JobState.COMPLETED
-    worker._short = False  # a long job ran last: nothing to batch with
+    worker.claims.short = False  # a long job ran last: nothing to batch with
     worker.runner.stop_all(signal.SIGKILL)
     end_one(worker)
     worker.tick()
@@ -161,7 +161,7 @@ def test_no_claimed_job_starts_while_the_database_fails(store, clock, worker, mo
     for _ in range(3):
         clock.t += worker_mod.DB_RETRY
         worker.tick()
-    assert not worker.runner.running and started == {"j2"} and [j.id for j in worker.reserve] == ["j3"]
+    assert not worker.runner.running and started == {"j2"} and [j.id for j in worker.claims.reserve] == ["j3"]
     monkeypatch.undo()
     clock.t += worker_mod.DB_RETRY
     worker.tick()
@@ -176,14 +176,14 @@ def test_a_worker_held_up_past_half_stale_after_beats_before_it_starts_a_claimed
     end_one(worker)
     worker.tick()  # j0 recorded, j1 running, j2 and j3 in the reserve
     end_one(worker)
-    assert [j.id for j in worker.reserve] == ["j2", "j3"]
+    assert [j.id for j in worker.claims.reserve] == ["j2", "j3"]
     # Held up (frozen) for longer than stale-after, and found stale meanwhile: its claims went back, each
     # counting the attempt it may have started (queuectl.domain.backoff.last_attempt).
     clock.t += worker.config["stale-after"] + 1
     seen = store.worker_by_name("tick").seen
     assert dict(store.recover(worker.worker_id, seen, 1_000_000.0 + clock.t))["j2"] == JobState.FAILED
     assert worker.tick() is None and worker.exit_code == worker_mod.EXIT_LOST
-    assert [j.id for j in worker.reserve] == ["j2", "j3"] and not worker.runner.running  # started neither
+    assert [j.id for j in worker.claims.reserve] == ["j2", "j3"] and not worker.runner.running  # started neither
     assert [(store.get_job(j).state, store.get_job(j).attempts) for j in ("j2", "j3")] == [(JobState.FAILED, 1)] * 2
 
 
@@ -207,7 +207,7 @@ def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_wh
     for i in range(20):
         add(store, id=f"j{i:02}")
     worker.tick()
-    while len(worker.reserve) != worker.prefetch // 2 + 1:  # short jobs end and the reserve runs down
+    while len(worker.claims.reserve) != worker.claims.prefetch // 2 + 1:  # short jobs end and the reserve runs down
         end_one(worker)
         clock.t += 0.001
         worker.tick()
@@ -225,14 +225,14 @@ def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_wh
     worker.tick()
     monkeypatch.undo()
     assert state(store, ended) == JobState.COMPLETED and store.get_job(ended).attempts == 1
-    known = {j.id for j in worker.reserve} | set(worker.runner.running)
+    known = {j.id for j in worker.claims.reserve} | set(worker.runner.running)
     assert len(known) < held_by(store, worker)  # the lost reply's claims: held, never seen
 
     clock.t += worker_mod.DB_RETRY
     worker.tick()  # the lost claims go back; the end is found recorded
     assert {j.job_id for j in store.worker_jobs(worker.worker_id)} <= (
-        {j.id for j in worker.reserve} | set(worker.runner.running))
-    while worker.runner.running or worker.reserve:  # a lost claim never given back would stay held
+        {j.id for j in worker.claims.reserve} | set(worker.runner.running))
+    while worker.runner.running or worker.claims.reserve:  # a lost claim never given back would stay held
         end_one(worker)
         clock.t += 0.001
         worker.tick()
@@ -375,7 +375,7 @@ def test_a_last_attempt_whose_start_cannot_be_recorded_does_not_start(store, clo
 
     monkeypatch.setattr(store, "exchange", exchange)
     worker.tick()
-    assert not worker.runner.running and [j.id for j in worker.reserve] == ["last"]
+    assert not worker.runner.running and [j.id for j in worker.claims.reserve] == ["last"]
     assert (store.get_job("last").attempts, store.get_job("last").started_at) == (0, None)
     monkeypatch.setattr(store, "exchange", real)
     clock.t += worker_mod.DB_RETRY

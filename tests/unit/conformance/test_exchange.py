@@ -114,6 +114,21 @@ def test_backoff_settings_apply(store):
     assert store.get_job("a").run_at == NOW + 3 + 5  # 9 capped at 5
 
 
+def test_the_exchange_returns_the_backoff_it_chose_for_each_job_it_recorded_failed(store):
+    store.set_setting("backoff-base", "3")
+    add(store, id="retry", max_retries=2)
+    add(store, id="dead", max_retries=0)
+    add(store, id="ok")
+    add(store, id="cancelled")
+    w = register(store)
+    claim(store, w, [], 4, NOW)
+    store.cancel(["cancelled"], NOW)  # requested: its failure ends it cancelled, with no retry
+    done = store.exchange(w, Exchange(ended=[bad("retry"), bad("dead"), ok("ok"), bad("cancelled")]), (), NOW + 1)
+    assert done.states == [JobState.FAILED, JobState.DEAD, JobState.COMPLETED, JobState.CANCELLED]
+    assert done.retry_in == {"retry": 3.0} and store.get_job("retry").run_at == NOW + 1 + 3
+    assert store.exchange(w, Exchange(ended=[ok("ok")]), (), NOW + 2).retry_in is None  # none failed
+
+
 def test_finish_by_a_worker_that_lost_the_job_changes_nothing(store):
     add(store, id="a")
     w1 = register(store, "w1")
@@ -163,7 +178,7 @@ def runs(store) -> dict:
 def test_a_claim_counts_no_attempt_until_the_start_is_recorded(store):
     add(store, id="a")
     w = register(store)
-    _, [job], _ = store.exchange(w, Exchange(claim=5), [], NOW)
+    [job] = store.exchange(w, Exchange(claim=5), [], NOW).jobs
     got = store.get_job("a")
     assert (job.attempts, got.state, got.attempts, got.started_at, got.worker_id) == (
         0, JobState.PROCESSING, 0, None, w)
@@ -183,12 +198,12 @@ def test_a_start_recorded_with_its_end_counts_the_attempt_once(store):
     w = register(store)
     store.exchange(w, Exchange(claim=4), [], NOW)
     store.exchange(register(store, "w2"), Exchange(claim=1), [], NOW)
-    states, _, _ = store.exchange(w, Exchange(ended=[
+    states = store.exchange(w, Exchange(ended=[
         Outcome("ok", True, 0, None, b"out", started_at=NOW + 1, ended_at=NOW + 2),
         Outcome("theirs", True, 0, None, started_at=NOW + 1),  # not this worker's: left alone
         Outcome("retry", False, 1, "exit code 1", started_at=NOW + 1),
         Outcome("ok2", True, 0, None, started_at=NOW + 1),
-        Outcome("dead", False, 1, "exit code 1", started_at=NOW + 1)]), [], NOW + 3)
+        Outcome("dead", False, 1, "exit code 1", started_at=NOW + 1)]), [], NOW + 3).states
     assert states == [JobState.COMPLETED, None, JobState.FAILED, JobState.COMPLETED, JobState.DEAD]
     assert [(j.attempts, j.started_at) for j in map(store.get_job, ("ok", "retry", "dead", "ok2"))] == [
         (1, NOW + 1)] * 4
@@ -281,9 +296,9 @@ def test_a_claim_takes_no_more_than_asked_and_none_from_a_paused_queue(store):
         add(store, id=f"j{i}")
     w = register(store)
     assert [j.id for j in store.exchange(w, Exchange(claim=3), [], NOW)[1]] == ["j0", "j1", "j2"]
-    assert store.exchange(w, Exchange(claim=0), [], NOW) == ([], [], None)
+    assert store.exchange(w, Exchange(claim=0), [], NOW) == ([], [], None, None)
     store.set_paused(["default"], True, NOW)
-    assert store.exchange(w, Exchange(claim=5), [], NOW) == ([], [], None)
+    assert store.exchange(w, Exchange(claim=5), [], NOW) == ([], [], None, None)
     assert store.counts() == {"default": {"pending": 2, "processing": 3}}
 
 

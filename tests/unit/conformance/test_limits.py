@@ -57,10 +57,10 @@ def test_claims_ahead_take_at_most_half_the_room_left_beyond_the_free_slots(stor
     fill(store, "other", 5)
     store.set_limit("build", at(NOW), concurrency=7)
     w, w2 = register(store, "w1", slots=2), register(store, "w2", slots=2)
-    _, jobs, limited = store.exchange(w, Exchange(claim=12, free=1), [], NOW)  # 1 slot free, 11 claimed ahead
+    _, jobs, limited, _ = store.exchange(w, Exchange(claim=12, free=1), [], NOW)  # 1 slot free, 11 claimed ahead
     assert [j.queue for j in jobs].count("build") == 4 and len(jobs) == 9  # 1 + (7 - 1) // 2, and the others
     assert limited == frozenset({"build"})
-    _, jobs, _ = store.exchange(w2, Exchange(claim=12, free=2), [], NOW)  # 3 places left: the free slots' 2 ...
+    jobs = store.exchange(w2, Exchange(claim=12, free=2), [], NOW).jobs  # 3 places left: the free slots' 2 ...
     assert [j.queue for j in jobs] == ["build", "build"]
     assert [j.queue for j in claim(store, w2, [], 12, NOW)] == ["build"]  # ... and the last one
     assert processing(store, "build") == 7
@@ -208,12 +208,12 @@ def test_the_one_statement_exchange_keeps_limits_too(store):
     store.set_limit("build", at(NOW), concurrency=1)
     w = register(store, slots=4)
     (first,) = claim(store, w, [], 4, NOW)
-    states, jobs, limited = store.exchange(w, Exchange(ended=[ok(first.id)], claim=4), [], NOW)
+    states, jobs, limited, _ = store.exchange(w, Exchange(ended=[ok(first.id)], claim=4), [], NOW)
     assert [s.value for s in states] == ["completed"] and len(jobs) == 1 and limited == frozenset({"build"})
-    _, jobs2, limited2 = store.exchange(w, Exchange(claim=4), [], NOW)
+    _, jobs2, limited2, _ = store.exchange(w, Exchange(claim=4), [], NOW)
     assert jobs2 == [] and limited2 == frozenset({"build"})
     store.set_limit("build", at(NOW), concurrency=None)
-    _, jobs3, limited3 = store.exchange(w, Exchange(claim=4), [], NOW)
+    _, jobs3, limited3, _ = store.exchange(w, Exchange(claim=4), [], NOW)
     assert len(jobs3) == 2 and limited3 == frozenset()
     assert store.exchange(w, Exchange(), [], NOW).limited is None  # no claim: nothing seen
 
