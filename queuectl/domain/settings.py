@@ -3,7 +3,7 @@
 import math
 from typing import Any, Callable, NamedTuple
 
-from queuectl.domain.errors import InvalidInput
+from queuectl.domain.errors import InvalidConfig, InvalidInput
 from queuectl.domain.jobspec import MAX_RETRIES
 
 
@@ -177,6 +177,16 @@ def check_consistent(values: dict[str, Any]) -> None:
         raise InvalidInput(
             f"stale-after ({stale:g} s) must exceed 2 x heartbeat-interval ({hb:g} s)"
         )
+
+
+def consistent(values: dict[str, Any]) -> dict[str, Any]:
+    """Return `values` (every setting, as the store reads them) if check_consistent holds; raise InvalidConfig
+    naming the rule they break (a worker does not start with them, and keeps its settings on a reload)."""
+    try:
+        check_consistent(values)
+    except InvalidInput as e:
+        raise InvalidConfig(str(e)) from None
+    return values
 
 
 def defaults() -> dict[str, Any]:

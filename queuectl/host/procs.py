@@ -69,6 +69,14 @@ def hostname() -> str:
     return os.uname().nodename
 
 
+def identity() -> dict:
+    """Return this process as a registration records it (is_local and owner_alive compare against it): the host,
+    its boot, this pid with its start time and PID namespace, and the effective uid."""
+    pid = os.getpid()
+    return {"host": hostname(), "boot_id": boot_id(), "pid": pid, "pid_start": process_start_time(pid),
+            "pid_ns": pid_namespace(), "uid": os.geteuid()}
+
+
 def is_local(host: str, boot: str, pid_ns: str | None = None) -> bool:
     """Return True if (host, boot, PID namespace) names this host in its current boot, pids comparable.
 

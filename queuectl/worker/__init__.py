@@ -7,6 +7,8 @@ each a module with one job and its rules in its docstring:
   process group and end since the last one, gives back what the worker will not run, and
   claims (River's completer is the model);
 - claims: the claim policy (how many, how far ahead, limited queues, give-backs);
+- starts: starting the reserve's jobs in free slots (a last attempt's start recorded first);
+- drain: a stop (announced, recorded, the reserve given back; a second request stops the jobs);
 - outage: riding out a database that fails, and the watchdog rule;
 - health: the heartbeat's timing, a late heartbeat, STATUS=;
 - output: when a running job's new output is recorded;

@@ -5,13 +5,13 @@ The thread sleeps in the runner's select() until a job ends, output arrives, a w
 and then `tick(now)` does what is due, in a fixed order: start claimed jobs in free slots;
 write the heartbeat and run the heartbeat's duties; on a stop, give back what has not
 started; run the duties before the exchange; exchange with the store when a record is due or a
-claim is wanted, and start what it claimed; run the periodic duties. The rules of each part
-have their own module: claims in queuectl.worker.claims, records in queuectl.worker.ledger and
-queuectl.worker.exchange, outages and the watchdog in queuectl.worker.outage, heartbeats and
-STATUS= in queuectl.worker.health, the duties in queuectl.worker.duties.
-
-No job starts while the database fails, nor while the last heartbeat is older than
-stale-after / 2 (queuectl.worker.health).
+claim is wanted, and start what it claimed; run the periodic duties. The Worker wires the parts and
+owns the loop; each part takes what it uses and has its own module and tests: claims in
+queuectl.worker.claims, starts in queuectl.worker.starts, records in queuectl.worker.ledger and
+queuectl.worker.exchange, the stop in queuectl.worker.drain, outages and the watchdog in
+queuectl.worker.outage, heartbeats and STATUS= in queuectl.worker.health, the duties in
+queuectl.worker.duties. A job's way: claimed by the exchanger into the claim policy's reserve,
+started by the starter, its end taken into the ledger (note_ended), recorded by the exchanger.
 """
 
 from __future__ import annotations
@@ -26,12 +26,10 @@ from typing import Callable, Sequence
 
 from queuectl.host import procs
 from queuectl.domain import settings as settings_mod
-from queuectl.domain.backoff import last_attempt, retry_limit
 from queuectl.domain.clock import Instant
-from queuectl.domain.errors import DatabaseError, InvalidConfig, InvalidInput, QueuectlError
-from queuectl.domain.models import DRAIN_SAY_EVERY, Job, one_line, waiting_line
+from queuectl.domain.errors import DatabaseError, InvalidInput, QueuectlError
 from queuectl.host.notify import Notifier
-from queuectl.host.runner import JobEnvironment, Runner
+from queuectl.host.runner import Runner
 from queuectl.host.signals import on_stop
 from queuectl.store import WorkerGone, WorkerStore
 from queuectl.worker.claims import ClaimPolicy
@@ -40,11 +38,13 @@ from queuectl.worker.duties.cancels import Cancels
 from queuectl.worker.duties.recovery import Recovery, RecoveryDuty
 from queuectl.worker.duties.retention import Retention
 from queuectl.worker.duties.schedules import Schedules
+from queuectl.worker.drain import Drain
 from queuectl.worker.exchange import Exchanger
 from queuectl.worker.health import Health, Stats, status_line
 from queuectl.worker.ledger import Ledger
 from queuectl.worker.output import OUTPUT_EVERY
 from queuectl.worker.outage import Outage
+from queuectl.worker.starts import Starter
 from queuectl.worker.wakeups import Wakeups
 
 log = logging.getLogger("queuectl.worker")
@@ -100,7 +100,7 @@ class Worker:
             self.clock = self.store.clock
         if self.slots < 1:
             raise InvalidInput("a worker needs at least 1 slot")
-        self.config = self._load_settings()
+        self.config = settings_mod.consistent(self.store.settings())
         self.runner = Runner(self.config["output-limit"], clock=self.monotonic)
         self.recovery = Recovery(self.store, self.queues)
         self.claims = ClaimPolicy(self.store, self.queues, self.slots)
@@ -110,16 +110,14 @@ class Worker:
                                   self.stats, self.now)
         self.health = Health(self.notifier, self.recovery.watch, self.monotonic)
         self.wakeups = Wakeups(self.store, self.runner)
+        self.drain = Drain(self.store, self.runner, self.ledger, self.claims, self.notifier)
+        self.starter = Starter(self.runner, self.claims, self.ledger, self.exchange, self.health, self.outage,
+                               self.clock)
         self.cancels = Cancels(self)
         self.at_heartbeat = [RecoveryDuty(self, self.recovery)]  # the duties run after each heartbeat
         self.before_exchange = [self.cancels]  # their give-backs go with the exchange of the same turn
         self.periodic = [Retention(self), Schedules(self)]  # not while draining
         self.exit_code: int | None = None
-        self._draining_recorded = False
-        self._forced = False  # a second stop signal stopped running jobs
-        self._drain_said_at = float("-inf")  # monotonic time of the last line saying what the drain waits for (the
-        # first at once: a turn can say it before the stop request is announced, and says it once)
-        self._env = JobEnvironment()
         self.wakeups.listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -141,17 +139,10 @@ class Worker:
                         self.store.maintain(self.worker_id)
                     except QueuectlError as e:
                         log.warning("housekeeping at exit skipped: %s", e)
-                    self.store.deregister(self.worker_id, self._ended())
+                    self.store.deregister(self.worker_id, self.drain.ended(self.stop_requests))
                 self.runner.close()
                 self.wakeups.close()
         return code
-
-    def _ended(self) -> str:
-        """How this worker ends, as stopped_workers keeps it: forced (a second stop signal stopped running jobs),
-        drained (stopped on request), or burst (out of work)."""
-        if self._forced:
-            return "forced"
-        return "drained" if self.stop_requests else "burst"
 
     def request_stop(self, signum: int) -> None:
         """Record a stop request (a signal handler: no I/O here). The second one forces the stop."""
@@ -164,16 +155,11 @@ class Worker:
         """
         now = self.now()
         previous = self.recovery.predecessor(self.name, now, self.config["stale-after"])
-        info = {
-            "name": self.name, "host": procs.hostname(), "boot_id": procs.boot_id(), "pid": os.getpid(),
-            "pid_start": procs.process_start_time(os.getpid()), "pid_ns": procs.pid_namespace(), "uid": os.geteuid(),
-            "slots": self.slots,
-            "queues": list(self.queues), "unit": self.unit,
-        }
+        info = {"name": self.name, **procs.identity(), "slots": self.slots, "queues": list(self.queues), "unit": self.unit}
         self.worker_id, recovered = self.store.register_worker(
             info, now, replace=previous.id if previous else None, config=self.config,
             replace_seen=previous.seen if previous else None)
-        self.exchange.worker_id = self.worker_id
+        self.exchange.worker_id = self.starter.worker_id = self.worker_id
         self.recovery.report(recovered, "its previous incarnation")
         self.stats.recovered = self.recovery.recovered
         log.info("worker %s started: %d slot(s), queues %s", self.name, self.slots,
@@ -189,17 +175,19 @@ class Worker:
         announced = 0
         while True:
             if self.stop_requests > announced:
-                announced = self._on_stop_request(announced)
+                announced = self.drain.announce(self.stop_requests, announced)
             wait = self.tick()
             if wait is None:
                 if self.stop_requests > announced:  # a signal during the last turn: it still says STOPPING=1
-                    self._on_stop_request(announced)
+                    self.drain.announce(self.stop_requests, announced)
                 return self.exit_code
             if self.notifier.enabled:
                 self.notifier.status(self._status_line())
             finished, woken = self.runner.wait(wait)
-            if woken:
-                self._woken(wake)
+            if woken:  # a signal, a poke or a notification: drain them; look for cancels and claims at once
+                self.wakeups.take(wake)
+                self.cancels.requested()
+                self.claims.claim_now()
             self.note_ended(finished)
 
     def note_ended(self, finished, now: float | None = None) -> None:
@@ -236,18 +224,18 @@ class Worker:
                 self._start_reserved(now)
             stopping = self.stop_requests > 0
             if stopping:
-                self._drain_begins()
-                self._say_drain(now)
+                self.drain.begin(self.worker_id, self.now())
+                self.drain.say(now)
             run_due(self.before_exchange, now)
-            self.give_back(self.claims.held_back(now, self.runner.running))
+            self.drain.give_back(self.claims.held_back(now, self.runner.running))
             claim = self.claims.wanted(now, len(self.runner.running), stopping)
             if claim or now >= self.exchange.due(now, stopping):
                 self.exchange.run(now, claim, self.config)
-                self._database_works()  # the held results are in: claimed jobs may start again
+                self.outage.works(self.now)  # the held results are in: claimed jobs may start again
                 self._start_reserved(now)
             if not stopping:
                 run_due(self.periodic, now)
-            self._database_works()
+            self.outage.works(self.now)
             self._start_reserved(now)  # what an outage held back (a last attempt's start record failed)
             if self._done(stopping):
                 return None
@@ -260,18 +248,16 @@ class Worker:
             # results in memory, and try again in DB_RETRY seconds (not at every wake-up: output
             # arrives all the time). The watchdog is pinged only if the database is unavailable
             # (queuectl.worker.outage's watchdog rule).
-            self._database_failed(e)
+            self.outage.failed(e, len(self.runner.running) + len(self.ledger.ended))
             if self.stop_requests and not self.runner.running and not self.ledger.ended:
                 self.outage.stop_unregistered(self.name, self.stats.summary())
                 self.exit_code = EXIT_OK
                 return None
             return self.outage.retry_later()
 
-    def _woken(self, wake) -> None:
-        """A signal, a poke or a notification came: drain them; look for cancels and claims at once."""
-        self.wakeups.take(wake)
-        self.cancels.requested()
-        self.claims.claim_now()
+    def _start_reserved(self, now: float) -> None:
+        """Start claimed jobs in the free slots (queuectl.worker.starts)."""
+        self.starter.start_reserved(now, self.config, self.stop_requests > 0)
 
     def _next_due(self, now: float, stopping: bool) -> float:
         """Return seconds until the next thing due: the heartbeat, a record's deadline, a claim, a reserve's
@@ -297,77 +283,6 @@ class Worker:
         self.exit_code = EXIT_OK
         return True
 
-    def _say_drain(self, now: float) -> None:
-        """While draining, log what the drain waits for every DRAIN_SAY_EVERY seconds (queuectl.domain.models.waiting_line),
-        so that a `systemctl stop`'s journal says it."""
-        if self.runner.running and now >= self._drain_said_at + DRAIN_SAY_EVERY:
-            self._drain_said_at = now
-            log.info("%s", waiting_line([(key, now - job.started) for key, job in self.runner.running.items()]))
-
-    def _on_stop_request(self, announced: int) -> int:
-        if announced == 0:
-            log.info("stop requested: draining %d running job(s); a second signal stops them",
-                     len(self.runner.running))
-            self.notifier.stopping(f"draining {len(self.runner.running)} job(s)")
-        if self.stop_requests >= 2 and self.runner.running and not self.ledger.forced:
-            log.warning("second stop request: terminating %d running job(s) and requeueing them",
-                        len(self.runner.running))
-            self.ledger.forced.update(self.runner.running)
-            self._forced = True
-            self.runner.stop_all(signal.SIGTERM)
-        return self.stop_requests
-
-    def _drain_begins(self) -> None:
-        """On a stop: record that this worker drains, and give back the jobs it claimed and has not started."""
-        if not self._draining_recorded:
-            self.store.mark_draining(self.worker_id, self.now())
-            self._draining_recorded = True
-        self.give_back(list(self.claims.reserve))
-
-    def give_back(self, jobs: Sequence[Job]) -> None:
-        """Give back claimed jobs not started: out of the reserve, released by the next exchange."""
-        for job in jobs:
-            self.claims.reserve.remove(job)
-            self.ledger.release.append(job.id)
-
-    # -- starting jobs -----------------------------------------------------------------------------
-
-    def _start_reserved(self, now: float) -> None:
-        """Start claimed jobs in the free slots (not while the database fails: a worker cut off from it may
-        be judged stale and its jobs recovered elsewhere)."""
-        if not self.health.fresh(now, self.config):
-            return
-        reserve = self.claims.reserve
-        while reserve and len(self.runner.running) < self.slots and self.outage.failing_since is None \
-                and not self.stop_requests:
-            job = reserve.popleft()
-            try:
-                self._start(job)
-            except (DatabaseError, WorkerGone):  # its start could not be recorded first: it did not start
-                reserve.appendleft(job)
-                raise
-
-    def _start(self, job: Job) -> None:
-        """Start a claimed job; its start (its attempt) and process group are recorded by a later exchange,
-        except a last attempt's start, recorded first (queuectl.worker.exchange). Raises DatabaseError or
-        WorkerGone, having started nothing, if that record fails."""
-        timeout = job.timeout if job.timeout is not None else self.config["job-timeout"]
-        attempt = job.attempts + 1
-        wall = self.clock()  # the start, recorded first or later
-        if last_attempt(job.attempts, job.max_retries, self.config):
-            self.exchange.record_start(job.id, wall, self.config)
-        env = self._env.job({"QUEUECTL_JOB_ID": job.id, "QUEUECTL_ATTEMPT": str(attempt),
-                             "QUEUECTL_QUEUE": job.queue, "QUEUECTL_WORKER_ID": str(self.worker_id),
-                             "QUEUECTL_WORKER_PID": str(os.getpid())})  # as registered
-        proc = self.runner.start(job.id, job.command, cwd=job.cwd, timeout=timeout, env=env)
-        self.claims.started(job)
-        self.exchange.started(job.id, attempt, retry_limit(job.max_retries, self.config))
-        self.ledger.started(job.id, proc, wall)
-        # DEBUG: a line per start would double the log's cost per job; ends are logged at INFO
-        log.debug("job %s started (attempt %d): %s", job.id, attempt, one_line(job.command, 80))
-
-    # -- heartbeat, outages ------------------------------------------------------------------------
-
     def _heartbeat(self) -> bool:
         """Write the heartbeat, then ping the watchdog and run the heartbeat's duties; return False if this
         worker was declared dead."""
@@ -391,14 +306,6 @@ class Worker:
         self.runner.stop_all(signal.SIGKILL)
         return EXIT_LOST
 
-    def _database_failed(self, error: DatabaseError | InvalidInput) -> None:
-        """Note a failed database operation (queuectl.worker.outage)."""
-        self.outage.failed(error, len(self.runner.running) + len(self.ledger.ended))
-
-    def _database_works(self) -> None:
-        """Note a whole turn that succeeded after an outage (queuectl.worker.outage)."""
-        self.outage.works(self.now)
-
     def _status_line(self) -> str:
         """Return one line for systemd's STATUS=: idle, the running jobs or the database's outage; the counts so far."""
         running = list(self.runner.running)
@@ -406,19 +313,9 @@ class Worker:
             return f"{self.outage.status(len(running), len(self.ledger.ended))}; {self.stats.summary()}"
         return status_line(running, self.slots, bool(self.stop_requests), self.stats.summary())
 
-    # -- settings ----------------------------------------------------------------------------------
-
-    def _load_settings(self) -> dict:
-        config = self.store.settings()
-        try:
-            settings_mod.check_consistent(config)
-        except InvalidInput as e:
-            raise InvalidConfig(str(e)) from None
-        return config
-
     def _reload_settings(self) -> None:
         try:
-            self.config = self._load_settings()
+            self.config = settings_mod.consistent(self.store.settings())
         except QueuectlError as e:
             log.error("keeping the previous settings: %s", e)
         self.runner.output_limit = self.config["output-limit"]

@@ -88,14 +88,14 @@ def test_a_short_outage_gives_every_other_worker_stale_after_from_its_end(store,
     peer = peer_with_a_job(store, clock)
     clock.t += 0.3
     assert worker._heartbeat()
-    worker._database_failed(DatabaseUnavailable("cannot connect to database: the server is down"))
+    worker.outage.failed(DatabaseUnavailable("cannot connect to database: the server is down"), 0)
     # Back 1.3 s after this worker's last heartbeat: too short a gap to count as a held-up heartbeat
     # (2 x heartbeat-interval + 1 s), while the peer, silent for 1.6 s, may reconnect later than this one.
     clock.t += 1.3
     assert worker._heartbeat()
     assert store.get_job("b-job").state == JobState.PROCESSING and store.worker_by_name("b") is not None
     # The grace runs from the end of the outage: a peer that stays silent is recovered after stale-after.
-    worker._database_works()
+    worker.outage.works(worker.now)
     clock.t += STALE_AFTER - 0.1
     assert worker._heartbeat() and store.worker_by_name("b") is not None
     clock.t += 0.2
@@ -110,7 +110,7 @@ def test_a_short_outage_gives_every_other_worker_stale_after_from_its_end(store,
     (InvalidInput("cannot write to database /q.db: attempt to write a readonly database"), 0),
 ], ids=["lost-connection", "disk-full", "read-only-server", "read-only-file"])
 def test_the_watchdog_is_pinged_while_the_database_is_unavailable_and_only_then(worker, clock, error, pings):
-    worker._database_failed(error)
+    worker.outage.failed(error, 0)
     clock.t += 12.4
     assert worker.notifier.pings == pings
     assert worker._status_line() == ("database unavailable for 12 s; 0 job(s) running and 0 result(s) held;"

@@ -430,7 +430,7 @@ def test_a_draining_worker_logs_which_running_jobs_it_waits_for_at_once_then_eve
     said = lambda: [line for line in worker_log if line.startswith("waiting for")]  # noqa: E731
     worker.tick()  # the signal came during a turn: the turn says it, then the loop announces the stop
     assert said() == ["waiting for 2 running jobs: j-41 (12 s), j-44 (12 s)"]
-    worker._on_stop_request(0)
+    worker.drain.announce(worker.stop_requests, 0)
     worker.tick()
     assert len(said()) == 1  # said once, not again for the announcement
     clock.t += DRAIN_SAY_EVERY - 0.5

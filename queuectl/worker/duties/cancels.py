@@ -38,7 +38,7 @@ class Cancels:
         w = self.worker
         self.look = False
         requested = set(w.store.cancel_requests(w.worker_id))
-        w.give_back([job for job in w.claims.reserve if job.id in requested])
+        w.drain.give_back([job for job in w.claims.reserve if job.id in requested])
         for job_id in requested:
             job = w.runner.running.get(job_id)
             if job is not None and self.cancelling.get(job_id) is not job:  # a run retried after a cancel is new

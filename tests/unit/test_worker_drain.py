@@ -1,0 +1,104 @@
+"""A worker's stop on its own (queuectl.worker.drain): the parts it acts on (a real runner with real jobs, a
+ledger, a claim policy, a real store) and no Worker. The first request announced, recorded once, the reserve
+given back; the second stops the running jobs to be put back; what it waits for said at once and then every
+DRAIN_SAY_EVERY seconds; how the worker ends."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from types import SimpleNamespace
+
+import pytest
+
+from queuectl.domain.models import DRAIN_SAY_EVERY
+from queuectl.host.runner import Runner
+from queuectl.worker.claims import ClaimPolicy
+from queuectl.worker.drain import Drain
+from queuectl.worker.ledger import Ledger
+from support.worker_steps import NOW, register
+
+MONO = 100.0
+
+
+class Notifier:
+    """What the worker tells systemd as it stops (STOPPING=1 and its status), kept."""
+
+    def __init__(self):
+        self.stopping_said: list[str] = []
+
+    def stopping(self, status: str) -> None:
+        self.stopping_said.append(status)
+
+
+@pytest.fixture
+def runner():
+    clock = lambda: clock.t  # noqa: E731
+    clock.t = MONO
+    runner = Runner(1024, clock=clock)
+    yield runner
+    runner.stop_all(signal.SIGKILL)
+    while runner.running:
+        runner.wait(None)
+    runner.close()
+
+
+@pytest.fixture
+def drain(store, runner):
+    claims = ClaimPolicy(store, (), 2)
+    return Drain(store, runner, Ledger(), claims, Notifier())
+
+
+def lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records]
+
+
+def test_the_first_request_is_announced_and_recorded_once_and_gives_back_the_reserve(store, drain, runner, caplog):
+    worker_id = register(store, "w1")
+    runner.start("running", "sleep 30")
+    drain.claims.reserve.extend([SimpleNamespace(id="ahead-1"), SimpleNamespace(id="ahead-2")])
+    with caplog.at_level(logging.INFO, logger="queuectl.worker"):
+        assert drain.announce(1, 0) == 1
+    assert lines(caplog) == ["stop requested: draining 1 running job(s); a second signal stops them"]
+    assert drain.notifier.stopping_said == ["draining 1 job(s)"]
+    drain.begin(worker_id, NOW)
+    drain.begin(worker_id, NOW + 5)  # each turn: recorded once, from the first
+    assert store.worker_by_name("w1").draining_since == NOW
+    assert not drain.claims.reserve and drain.ledger.release == ["ahead-1", "ahead-2"]
+    assert list(runner.running) == ["running"] and not drain.ledger.forced  # it runs to its end
+    assert drain.ended(1) == "drained"
+
+
+def test_a_second_request_stops_the_running_jobs_to_be_put_back(drain, runner, caplog):
+    runner.start("a", "sleep 30")
+    runner.start("b", "sleep 30")
+    drain.announce(1, 0)
+    with caplog.at_level(logging.INFO, logger="queuectl.worker"):
+        assert drain.announce(2, 1) == 2
+    assert lines(caplog) == ["second stop request: terminating 2 running job(s) and requeueing them"]
+    assert drain.ledger.forced == {"a", "b"} and drain.ended(2) == "forced"
+    ended = []
+    while runner.running:
+        ended += runner.wait(5)[0]
+    assert sorted((key, result.error) for key, result in ended) == [
+        ("a", "killed by signal 15 (SIGTERM)"), ("b", "killed by signal 15 (SIGTERM)")]
+    drain.announce(3, 2)  # a third: nothing more to stop
+    assert drain.ledger.forced == {"a", "b"}
+
+
+def test_a_second_request_with_no_job_running_forces_nothing(drain):
+    drain.announce(2, 0)
+    assert drain.notifier.stopping_said == ["draining 0 job(s)"]
+    assert not drain.ledger.forced and drain.ended(2) == "drained"
+    assert drain.ended(0) == "burst"  # no request: out of work
+
+
+def test_what_the_drain_waits_for_is_said_at_once_then_every_few_seconds(drain, runner, caplog):
+    drain.say(MONO)  # nothing runs: nothing to say
+    runner.start("j-1", "sleep 30")
+    with caplog.at_level(logging.INFO, logger="queuectl.worker"):
+        drain.say(MONO + 2)
+        drain.say(MONO + 2 + DRAIN_SAY_EVERY - 0.5)
+        drain.say(MONO + 2 + DRAIN_SAY_EVERY)
+    assert lines(caplog) == ["waiting for 1 running job: j-1 (2 s)",
+                             f"waiting for 1 running job: j-1 ({2 + DRAIN_SAY_EVERY:g} s)"]
