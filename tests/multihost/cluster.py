@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.cli import queuectl
+from support.cli import queuectl, status
 from support.waiting import wait_for
 from system.container import Container, boot_all, debian_python_missing, install_source, missing_prerequisites
 
@@ -300,14 +300,6 @@ def configure(db: str, settings: dict[str, str]) -> None:
 def enqueue(db: str, jobs: list[dict]) -> None:
     """`queuectl enqueue --file -` of `jobs` (JSON lines), from this process."""
     queuectl(db, "enqueue", "--file", "-", input="".join(json.dumps(j) + "\n" for j in jobs), timeout=120)
-
-
-def job(db: str, job_id: str) -> dict:
-    return json.loads(queuectl(db, "show", job_id, "--json").stdout)
-
-
-def status(db: str) -> dict:
-    return json.loads(queuectl(db, "status", "--json").stdout)
 
 
 def wait_completed(db: str, count: int, timeout: float) -> dict:

@@ -14,9 +14,10 @@ import os
 import time
 
 
+from support.cli import shown
 from support.suite import require
 
-from .cluster import FAKETIME_LIB, FAST_LIVENESS, TIER, configure, enqueue, faketime_env, job, wait_completed
+from .cluster import FAKETIME_LIB, FAST_LIVENESS, TIER, configure, enqueue, faketime_env, wait_completed
 
 
 SKEW = 3600
@@ -74,7 +75,7 @@ def test_one_host_an_hour_ahead_changes_nothing(hosts, db, runs, figures):
     assert long_runs == [(i, 1) for i in long]  # each ran once, never recovered mid-run
     assert runs.overlaps() == []
     for job_id in flaky + long:
-        j = job(db, job_id)
+        j = shown(db, job_id)
         assert (j["state"], j["attempts"]) == ("completed", 3 if job_id in flaky else 1), j
     for job_id, n, gap, where in gaps:
         assert BACKOFF_BASE ** n - EARLY <= gap <= BACKOFF_BASE ** n + LATE, (job_id, n, gap, where)

@@ -21,9 +21,10 @@ import time
 
 import pytest
 
+from support.cli import shown
 from support.waiting import wait_for
 
-from .cluster import FAST_LIVENESS, configure, enqueue, job, sql, status
+from .cluster import FAST_LIVENESS, configure, enqueue, sql, status
 
 
 STALE_AFTER = float(FAST_LIVENESS["stale-after"])
@@ -57,7 +58,7 @@ def test_a_recovery_never_kills_a_group_on_its_own_host_that_has_the_jobs_pgid(h
 
     owner.signal(unit, "SIGSTOP")  # the worker only: its job runs on
     frozen = time.monotonic()
-    wait_for(lambda: job(db, "held")["attempts"] == 2, timeout=3 * STALE_AFTER, interval=0.2,
+    wait_for(lambda: shown(db, "held")["attempts"] == 2, timeout=3 * STALE_AFTER, interval=0.2,
              message="the other host to recover the job and run it again")
     recovered = time.monotonic() - frozen
     time.sleep(1)  # a wrong kill would have landed by now (recovery kills before it gives the job back)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 
 
+from support.cli import shown
 from support.waiting import wait_for
 
-from .cluster import FAST_LIVENESS, configure, enqueue, job, status
+from .cluster import FAST_LIVENESS, configure, enqueue, status
 
 
 STALE_AFTER = float(FAST_LIVENESS["stale-after"])
@@ -31,13 +32,13 @@ def test_a_dead_hosts_job_is_recovered_by_the_other_host_after_stale_after(hosts
 
     b.container.kill()  # B's worker, its job and everything else on B die in the same instant
     killed = time.monotonic()
-    wait_for(lambda: job(db, "victim")["attempts"] == 2, timeout=3 * STALE_AFTER, interval=0.2,
+    wait_for(lambda: shown(db, "victim")["attempts"] == 2, timeout=3 * STALE_AFTER, interval=0.2,
              message="the job to be recovered and run again")
     recovered = time.monotonic() - killed
-    wait_for(lambda: job(db, "victim")["state"] == "completed", timeout=JOB_SECONDS + 30, interval=0.2,
+    wait_for(lambda: shown(db, "victim")["state"] == "completed", timeout=JOB_SECONDS + 30, interval=0.2,
              message="the recovered job to complete")
     completed = time.monotonic() - killed
-    final = job(db, "victim")
+    final = shown(db, "victim")
     journal = a.journals()
     left = status(db)
 

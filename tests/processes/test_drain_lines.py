@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 import subprocess
 
-from support.cli import QUEUECTL, enqueue
+from support.cli import QUEUECTL, enqueue, status
 from support.workers import WorkerProcs
-from support.workers import configure_fast, safe_path, start_sleeping_job, status, until, wait_exit
+from support.workers import configure_fast, safe_path, start_sleeping_job, until, wait_exit
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES

@@ -25,10 +25,10 @@ from collections import Counter
 
 import pytest
 
-from support.cli import QUEUECTL, enqueue, queuectl
+from support.cli import QUEUECTL, enqueue, queuectl, status
 from support.waiting import wait_for
-from support.workers import (WorkerProcs, configure_fast, read_pid, safe_path, start_sleeping_job, state_is, status,
-                             until, wait_exit, worker_logs)
+from support.workers import (WorkerProcs, configure_fast, read_pid, safe_path, start_sleeping_job, state_is, until,
+                             wait_exit, worker_logs)
 from queuectl.domain.models import JobState
 from queuectl.store import is_uri
 from support.worker_steps import claim

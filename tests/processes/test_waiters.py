@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from support.cli import QUEUECTL, configure, queuectl
+from support.cli import QUEUECTL, configure, queuectl, shown, status
 from queuectl.domain.models import JobState
 from support.worker_steps import NOW, add, claim, finish, ok, register
 from unit.test_wait import ended
@@ -140,14 +140,14 @@ def _ctrl_c(db: str, workers) -> None:
     assert (waiter.stdout.read(), waiter.stderr.read()) == (
         "", "queuectl: stopped waiting; the jobs go on: queuectl wait long\n")
     workers.start("--name", "w1")
-    wait_for(lambda: json.loads(queuectl(db, "show", "long", "--json").stdout)["state"] == "processing",
+    wait_for(lambda: shown(db, "long")["state"] == "processing",
              message="the job to start")
     stopper = subprocess.Popen([*QUEUECTL, "--db", db, "worker", "stop", "--timeout", "60"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: json.loads(queuectl(db, "status", "--json").stdout)["workers"][0]["state"] == "draining",
+    wait_for(lambda: status(db)["workers"][0]["state"] == "draining",
              message="the worker to drain")
     stopper.send_signal(signal.SIGINT)
     assert stopper.wait(30) == 130
     err = stopper.stderr.read()
     assert err == "queuectl: error: interrupted: what was done before it stays done\n", err
-    assert json.loads(queuectl(db, "status", "--json").stdout)["workers"][0]["state"] == "draining"  # it goes on
+    assert status(db)["workers"][0]["state"] == "draining"  # it goes on

@@ -16,7 +16,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from support.cli import QUEUECTL, queuectl
+from support.cli import QUEUECTL, queuectl, shown, status as queue_status
 from support.engines import snapshot
 from support.suite import require
 from support.waiting import wait_for
@@ -57,7 +57,7 @@ def enqueue(db: str, **job) -> str:
 
 
 def state_of(db: str, job_id: str) -> str:
-    return json.loads(queuectl(db, "show", job_id, "--json").stdout)["state"]
+    return shown(db, job_id)["state"]
 
 
 def make_dead(db: str, **job) -> str:
@@ -90,8 +90,8 @@ def shown_counts(driver) -> dict:
 
 
 def status_counts(db: str) -> dict:
-    status = json.loads(queuectl(db, "status", "--json").stdout)
-    return {**status["queues"], "": status["jobs"]}
+    now = queue_status(db)
+    return {**now["queues"], "": now["jobs"]}
 
 
 def token_of(server: WebServer, user: str, path: str) -> str:
@@ -492,7 +492,7 @@ def test_the_workers_page_shows_each_worker_s_unit(db, web, browser, workers):
 
     workers.start("--name", "w-unit", env={"QUEUECTL_UNIT": "queuectl-worker@w-unit.service"})
     workers.start("--name", "w-plain")
-    wait_for(lambda: {w["name"] for w in json.loads(queuectl(db, "status", "--json").stdout)["workers"]}
+    wait_for(lambda: {w["name"] for w in queue_status(db)["workers"]}
              == {"w-unit", "w-plain"}, message="both workers to register")
     server = web()
     browser.visit(server.url + "/workers", "workers")

@@ -98,3 +98,13 @@ def queuectl(db: str, *args: str, check: bool = True, timeout: float = 60, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"queuectl {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc
+
+
+def status(db: str) -> dict:
+    """`queuectl status --json` as a real process, parsed."""
+    return json.loads(queuectl(db, "status", "--json").stdout)
+
+
+def shown(db: str, job_id: str) -> dict:
+    """`queuectl show JOB_ID --json` as a real process, parsed: the job as the CLI shows it."""
+    return json.loads(queuectl(db, "show", job_id, "--json").stdout)

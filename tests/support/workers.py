@@ -4,7 +4,6 @@ tier runs them with (FAST, configure_fast)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -14,7 +13,7 @@ from typing import Callable, Sequence
 
 from queuectl.domain.models import JobState
 from queuectl.host import procs
-from support.cli import QUEUECTL, configure, enqueue, queuectl
+from support.cli import QUEUECTL, configure, enqueue
 from support.waiting import wait_for
 
 
@@ -102,10 +101,6 @@ def read_pid(path) -> int | None:
     except FileNotFoundError:
         return None
     return int(text) if text else None
-
-
-def status(db: str) -> dict:
-    return json.loads(queuectl(db, "status", "--json").stdout)
 
 
 def start_sleeping_job(run_cli, workers, tmp_path):
