@@ -157,6 +157,17 @@ def show(store, job_id: str, output: bool = False):
     return store.get_job(job_id, output=output)
 
 
+def exists(store, job_id: str) -> bool:
+    """Whether a job `job_id` is stored (a read by key)."""
+    return job_id in store.jobs_by_id([job_id])
+
+
+def dependencies(store, job_id: str):
+    """Return job `job_id`'s dependencies both ways (queuectl.store.jobfilter.Dependencies: the jobs it waits for and
+    those waiting for it, each oldest first, 100 at most, with their states). Raises NotFound."""
+    return store.dependencies(job_id)
+
+
 def attempts(store, job_id: str) -> list:
     """Return job `job_id`'s attempts that ended without completing (queuectl.store.jobfilter.Attempt), oldest first,
     the newest 100 at most (a first `n` above 1 says how many earlier ones are left off). Its current attempt while

@@ -3,11 +3,15 @@ letter queue retry, pause and resume, purge."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from queuectl.domain.errors import InvalidInput
-from queuectl.domain.models import JobState
+from queuectl.domain.models import Job, JobState
+from queuectl.store import CancelResult
+from queuectl.store.jobfilter import JobFilter
 
 #: The states `cancel` takes jobs from, and those it picks by default when it chooses by queue or state.
 CANCELLABLE = (JobState.PENDING, JobState.BLOCKED, JobState.FAILED, JobState.PROCESSING)
@@ -45,7 +49,8 @@ class Cancelled:
 
 def cancel(store, patience, job_ids: Sequence[str] = (), queue: str | None = None,
            states: Sequence[JobState] = (), wait: float = CANCEL_WAIT) -> list[Cancelled]:
-    """Cancel jobs by id, or those of `queue` and/or in `states` (default: every CANCELLABLE state).
+    """Cancel jobs by id, or those of `queue` and/or in `states` (default: every CANCELLABLE state), as a
+    bulk cancel does (cancel_walk: BULK_BATCH jobs per store call, newest first), reported oldest first.
 
     Pending, blocked and failed jobs are cancelled at once, with their dependants; a running
     one's worker is asked to stop it, and this waits up to `wait` seconds for that (reads
@@ -61,12 +66,12 @@ def cancel(store, patience, job_ids: Sequence[str] = (), queue: str | None = Non
         raise InvalidInput("give job ids, or --queue/--state, not both")
     if not job_ids and not queue and not states:
         raise InvalidInput("give the ids of the jobs to cancel, or --queue and/or --state")
-    now = store.now()
     if job_ids:
-        results = store.cancel(list(dict.fromkeys(job_ids)), now)
+        results = store.cancel(list(dict.fromkeys(job_ids)), store.now())
     else:
-        results = store.cancel_matching(check_queue(queue) if queue else None,
-                                        list(dict.fromkeys(states)) or list(CANCELLABLE), now)
+        queue = check_queue(queue) if queue else None
+        filters = [JobFilter(state=state, queue=queue) for state in dict.fromkeys(states or CANCELLABLE)]
+        results = [r for _, r in sorted(cancel_walk(store, filters), key=lambda done: done[0].seq)]
     requested = [r.job_id for r in results if r.result == "requested"]
     stopped = wait_for_stop(store, requested, patience, wait) if requested else {}
     report = []
@@ -185,7 +190,7 @@ class Bulk:
     reasons: tuple[str, ...] = ()
 
 
-def _bulk_filter(job_filter):
+def bulk_filter(job_filter):
     """Return `job_filter` (a queuectl.store.jobfilter.JobFilter), refusing one with no field (InvalidInput)."""
     if job_filter.empty():
         raise InvalidInput("a bulk action needs a filter: give a state, queue, key, dependency, text or id prefix")
@@ -205,6 +210,21 @@ def _matching(store, job_filter, batch: int):
         before = jobs[-1].seq
 
 
+def cancel_walk(store, filters: Sequence[JobFilter], batch: int = BULK_BATCH) -> Iterator[tuple[Job, CancelResult]]:
+    """Cancel every job that one of `filters` matches, `batch` jobs per store call (Store.cancel's rules), newest
+    first across them; yield each job as read with what its cancel did. The one bulk cancel: `cancel` by queue
+    and states, and cancel_matching.
+
+    Newest first, a dependant is cancelled before its dependencies (whose cancel would cancel it with them), so
+    each job matched is reported. Jobs enqueued after it began are not touched; each batch is its own
+    transaction.
+    """
+    walks = [(job for jobs in _matching(store, f, batch) for job in jobs) for f in filters]
+    merged = heapq.merge(*walks, key=lambda job: -job.seq)
+    while jobs := list(itertools.islice(merged, batch)):
+        yield from zip(jobs, store.cancel([j.id for j in jobs], store.now()))
+
+
 def cancel_matching(store, job_filter, batch: int = BULK_BATCH) -> Bulk:
     """Cancel every job `job_filter` matches (a queuectl.store.jobfilter.JobFilter, checked by
     queuectl.api.search.job_filter), BULK_BATCH jobs per store call, newest first; return what it did.
@@ -214,21 +234,19 @@ def cancel_matching(store, job_filter, batch: int = BULK_BATCH) -> Bulk:
     dead and cancelled jobs are skipped. Jobs enqueued after it began are not touched. Raises InvalidInput for
     a filter with no field (nobody cancels every job by an empty form).
     """
-    job_filter = _bulk_filter(job_filter)
     matched = changed = requested = 0
     reasons: list[str] = []
-    for jobs in _matching(store, job_filter, batch):
-        matched += len(jobs)
-        for r in store.cancel([j.id for j in jobs], store.now()):
-            changed += r.result == "cancelled"
-            requested += r.result == "requested"
-            if r.result == "error" and len(reasons) < BULK_REASONS:
-                reasons.append(r.message)
+    for _, r in cancel_walk(store, [bulk_filter(job_filter)], batch):
+        matched += 1
+        changed += r.result == "cancelled"
+        requested += r.result == "requested"
+        if r.result == "error" and len(reasons) < BULK_REASONS:
+            reasons.append(r.message)
     return Bulk(matched, changed, requested, matched - changed - requested, tuple(reasons))
 
 
 def retry_matching(store, job_filter, batch: int = BULK_BATCH) -> Bulk:
-    """Retry every dead or cancelled job `job_filter` matches (as _bulk_filter and cancel_matching take it),
+    """Retry every dead or cancelled job `job_filter` matches (as bulk_filter and cancel_matching take it),
     BULK_BATCH jobs per store call, newest first; return what it did.
 
     The rules are `retry`'s (Store.retry): each goes back to pending (blocked while a dependency has not
@@ -240,7 +258,7 @@ def retry_matching(store, job_filter, batch: int = BULK_BATCH) -> Bulk:
     """
     from queuectl.domain.errors import Conflict, NotFound
 
-    job_filter = _bulk_filter(job_filter)
+    job_filter = bulk_filter(job_filter)
     matched = changed = 0
     reasons: list[str] = []
     later: list[tuple[int, str]] = []  # (seq, id) of jobs refused job by job, tried once more at the end

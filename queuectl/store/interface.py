@@ -112,10 +112,6 @@ class CommandStore(Shared, Protocol):
     def cancel(self, job_ids: Sequence[str], now: Instant | float) -> list[CancelResult]:
         """Cancel jobs by id (a processing job's worker is asked to stop it); what happened to each."""
 
-    def cancel_matching(self, queue: str | None, states: Sequence[JobState],
-                        now: Instant | float) -> list[CancelResult]:
-        """Cancel every job of `states` in `queue` (None: every queue)."""
-
     def retry(self, job_ids: Sequence[str], now: Instant | float,
               states: Sequence[JobState] = (JobState.DEAD, JobState.CANCELLED)) -> list[JobState]:
         """Move dead or cancelled jobs back to pending (blocked, with dependencies to wait for), all or none;

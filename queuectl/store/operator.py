@@ -101,15 +101,6 @@ class OperatorStore(SqlCore):
         with self._write() as c:
             return self._cancel_all(c, job_ids, now)
 
-    def cancel_matching(self, queue: str | None, states: Sequence[JobState], now: Instant | float) -> list[CancelResult]:
-        """Cancel every job in `states` (pending, failed, processing) of `queue` (None: every queue)."""
-        now = instant(now)
-        where, params = queue_filter(f"state IN ({', '.join('?' * len(states))})", [s.value for s in states],
-                                      [queue] if queue else [])
-        with self._write() as c:
-            ids = [r[0] for r in c.execute(f"SELECT id FROM jobs WHERE {where} ORDER BY seq", params)]
-            return self._cancel_all(c, ids, now)
-
     def _cancel_all(self, c, job_ids: Sequence[str], now: Instant) -> list[CancelResult]:
         """Cancel each job, newest first (a dependant before its dependencies, which would cancel it
         on their own); return the results in the order of `job_ids`."""

@@ -86,6 +86,7 @@ def search(store, chosen: dict[str, str], before: int | None = None, limit: int 
 def jobs():
     from flask import redirect, url_for
 
+    from queuectl.api.jobs import exists
     from queuectl.domain.models import JobState
 
     chosen = filters(request.args)
@@ -95,8 +96,7 @@ def jobs():
         raise InvalidInput("before is a whole number (the page's last job's seq)") from None
     conns = connections()
     if set(chosen) == {"id"} and before is None:  # search by id: straight to the job when there is one
-        found = conns.read(lambda store: store.jobs_by_id([chosen["id"]]))
-        if chosen["id"] in found:
+        if conns.read(lambda store: exists(store, chosen["id"])):
             return redirect(url_for("job", job_id=chosen["id"]))
     page = conns.read(lambda store: search(store, chosen, before))
     return render_template("jobs.html", page=page, chosen=chosen, before=before,
@@ -122,10 +122,12 @@ def bulk():
 
     if not g.may_act:
         raise PermissionDenied("refused: your role may only look")
+    from queuectl.api.ops import bulk_filter
+    from queuectl.api.search import job_filter
+
     action = bulk_action(request.args.get("action"))
     chosen = filters(request.args)
-    if not chosen:
-        raise InvalidInput("a bulk action needs a filter")
+    bulk_filter(job_filter(**api_fields(chosen)))  # the action's own check: a filter, and valid (InvalidInput)
     page = connections().read(lambda store: search(store, chosen, limit=1))
     return render_template("bulk.html", action=action, chosen=chosen, total=page.total, capped=page.capped)
 
@@ -134,11 +136,11 @@ def job(job_id: str):
     """A job's page, with its attempts that ended without completing, and its output as kept now (readable without
     script); the page's script follows on from the positions it was read to."""
     from queuectl.api.following import output_since
-    from queuectl.api.jobs import attempts
+    from queuectl.api.jobs import attempts, dependencies
 
     # Its attempts read first: the job's record (read with its output, in one statement) is never older than them.
     tried, deps, step = connections().read(lambda store: (
-        attempts(store, job_id), store.dependencies(job_id), output_since(store, job_id, None, (0, 0))))
+        attempts(store, job_id), dependencies(store, job_id), output_since(store, job_id, None, (0, 0))))
     return render_template("job.html", job=step.job, deps=deps, tried=tried, step=step,
                            out=step.stdout.decode("utf-8", "replace"), err=step.stderr.decode("utf-8", "replace"))
 

@@ -18,6 +18,7 @@ from queuectl.cli import exit_code_for
 from queuectl.domain.errors import (Conflict, DatabaseUnavailable, Interrupted, InvalidConfig, InvalidInput, NotFound,
                              PermissionDenied, QueuectlError)
 from queuectl.domain.models import JobState
+from queuectl.store.jobfilter import JobFilter
 
 
 def dump(path: str) -> tuple:
@@ -172,6 +173,20 @@ def test_cancel_reports_each_job_and_the_errors_beside_them(store):
     assert report[0].description == "cancelled" and report[0].to_dict()["worker"] is None
     assert store.get_job("b").state == JobState.CANCELLED  # its dependant with it
     assert [c.id for c in ops.cancel(store, patient(), states=[JobState.PENDING])] == []
+
+
+def test_cancel_by_queue_and_states_is_the_bulk_cancel_newest_first_in_batches_reported_oldest_first(store):
+    enqueue_specs(store, '{"id":"a","command":"true","queue":"q"}', '{"id":"b","command":"true","queue":"q","after":"a"}',
+                  '{"id":"c","command":"true","queue":"q"}', '{"id":"d","command":"true","queue":"other"}')
+    walk = ops.cancel_walk(store, [JobFilter(state=JobState.PENDING, queue="q"),
+                                   JobFilter(state=JobState.BLOCKED, queue="q")], batch=1)
+    # newest first across the states: the dependant b before a, whose cancel would have taken it along unreported
+    assert [(job.id, r.result) for job, r in walk] == [("c", "cancelled"), ("b", "cancelled"), ("a", "cancelled")]
+    assert store.get_job("d").state == JobState.PENDING
+    enqueue_specs(store, '{"id":"e","command":"true","queue":"r"}', '{"id":"f","command":"true","queue":"r","after":"e"}',
+                  '{"id":"g","command":"true","queue":"r"}')
+    assert [(c.id, c.was, c.state) for c in ops.cancel(store, patient(), queue="r")] == [
+        ("e", "pending", "cancelled"), ("f", "blocked", "cancelled"), ("g", "pending", "cancelled")]
 
 
 def test_retry_refuses_a_job_that_is_not_dead_or_cancelled(store, db):

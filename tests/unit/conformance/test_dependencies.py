@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from queuectl.api import ops
+from queuectl.api.outage import Patience
 from queuectl.domain.models import JobState
 from queuectl.store import Exchange, Running
 from support.worker_steps import NOW, add, bad, claim, finish, new_job, ok, register
@@ -90,7 +92,7 @@ def test_cancelling_a_job_with_its_dependants_reports_each_as_cancelled(store):
     add(store, id="b", after="a")
     results = store.cancel(["a", "b"], NOW)
     assert [(r.job_id, r.result) for r in results] == [("a", "cancelled"), ("b", "cancelled")]
-    results = store.cancel_matching(None, [JobState.PENDING, JobState.BLOCKED], NOW)
+    results = ops.cancel(store, Patience(lambda line: None, limit=0), states=[JobState.PENDING, JobState.BLOCKED])
     assert results == []
 
 

@@ -3,6 +3,8 @@ letter queue's retry (all or none), pause and resume, run counters that outlive 
 
 import pytest
 
+from queuectl.api import ops
+from queuectl.api.outage import Patience
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import Conflict, InvalidInput, NotFound
 from queuectl.domain.models import JobState
@@ -65,7 +67,7 @@ def test_cancel_matching_and_retry_of_cancelled_and_dead(store):
     add(store, id="a", queue="q1")
     add(store, id="b", queue="q1")
     add(store, id="c", queue="q2")
-    assert [r.job_id for r in store.cancel_matching("q1", [JobState.PENDING], NOW)] == ["a", "b"]
+    assert [c.id for c in ops.cancel(store, Patience(lambda line: None, limit=0), queue="q1", states=[JobState.PENDING])] == ["a", "b"]
     assert store.get_job("c").state == JobState.PENDING
     with pytest.raises(Conflict, match="c' is pending, not dead or cancelled"):
         store.retry(["a", "c"], NOW)
