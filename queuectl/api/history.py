@@ -7,30 +7,20 @@ histogram_quantile on the store's buckets). docs/semantics.md, "Activity history
 import math
 from typing import NamedTuple
 
+from queuectl.store.activity import COUNTS
+
 #: The steps `history` sums minutes into: a minute, an hour (seconds).
 STEPS = (60.0, 3600.0)
 #: The windows of `rates`, minutes.
 RATE_WINDOWS = {"1m": 1, "5m": 5, "15m": 15}
 
 
-class HistoryRow(NamedTuple):
-    """A step of history: `at` its start (Unix seconds), `queue` ("" for all queues summed), the jobs that
-    started, completed, failed (a retry scheduled), went dead, were cancelled and were recovered from lost
-    workers in it, and the 50th and 95th percentiles of their wait (start - due) and run (end - start) times,
-    seconds (None without a sample)."""
-
-    at: float
-    queue: str
-    started: int
-    completed: int
-    failed: int
-    dead: int
-    cancelled: int
-    recovered: int
-    wait_p50: float | None
-    wait_p95: float | None
-    run_p50: float | None
-    run_p95: float | None
+HistoryRow = NamedTuple("HistoryRow", [("at", float), ("queue", str), *((c, int) for c in COUNTS),
+                                       *((f"{kind}_{p}", float | None) for kind in ("wait", "run") for p in ("p50", "p95"))])
+HistoryRow.__doc__ = """A step of history: `at` its start (Unix seconds), `queue` ("" for all queues summed), the jobs
+that started, completed, failed (a retry scheduled), went dead, were cancelled and were recovered from lost workers in
+it (queuectl.store.activity.COUNTS, each a field), and the 50th and 95th percentiles of their wait (start - due) and run
+(end - start) times, seconds (None without a sample): wait_p50, wait_p95, run_p50, run_p95."""
 
 
 def quantile(q: float, buckets, bounds=None) -> float | None:
@@ -119,7 +109,7 @@ def _rows(minutes, key) -> list[HistoryRow]:
     for r in minutes:
         k = key(r)
         summed[k] = added(summed[k], r) if k in summed else r
-    return [HistoryRow(at, q, r.started, r.completed, r.failed, r.dead, r.cancelled, r.recovered,
+    return [HistoryRow(at, q, *(getattr(r, c) for c in COUNTS),
                        quantile(0.5, r.wait), quantile(0.95, r.wait), quantile(0.5, r.run), quantile(0.95, r.run))
             for (at, q), r in sorted(summed.items())]
 

@@ -40,22 +40,11 @@ SUMMED = (*COUNTS, *WAIT, *RUN, "wait_sum", "run_sum")
 RETIRED = 0
 
 
-class ActivityRow(NamedTuple):
-    """A queue's activity in one minute (`minute`: its start, Unix seconds), or summed over many: the counts,
-    the wait and run buckets (counts per bucket of BOUNDS, not cumulative) and the sums of the times (seconds)."""
-
-    queue: str
-    minute: float
-    started: int
-    completed: int
-    failed: int
-    dead: int
-    cancelled: int
-    recovered: int
-    wait: tuple
-    run: tuple
-    wait_sum: float
-    run_sum: float
+ActivityRow = NamedTuple("ActivityRow", [("queue", str), ("minute", float), *((c, int) for c in COUNTS),
+                                         ("wait", tuple), ("run", tuple), ("wait_sum", float), ("run_sum", float)])
+ActivityRow.__doc__ = """A queue's activity in one minute (`minute`: its start, Unix seconds), or summed over many: the
+counts (COUNTS, each a field), the wait and run buckets (counts per bucket of BOUNDS, not cumulative) and the sums of
+the times (seconds)."""
 
 
 def added(a: ActivityRow, b: ActivityRow) -> ActivityRow:

@@ -129,15 +129,20 @@ def schedule(now: Instant, delay: float) -> tuple[float, float, str | None, floa
     return (now.wall + delay, delay, *due_on_monotonic(now, delay))
 
 
+def cancel_wins(state: JobState, cancel_requested_at: float | None) -> JobState:
+    """What a job becomes next (`state`: given back, retried, dead), unless its cancel was requested: then
+    cancelled, never retried, never dead. core.RELEASED is the same rule in SQL."""
+    return state if cancel_requested_at is None else JobState.CANCELLED
+
+
 def after_failure(attempts: int, max_retries: int | None, now: Instant, config: dict,
                    cancel_requested_at: float | None = None) -> tuple[JobState, tuple]:
     """Return (state, schedule values: run_at, delay, due_boot, due_mono) after a failed attempt: a retry
-    after its backoff (queuectl.domain.backoff), or dead (all four None).
-
-    A job whose cancel was requested is cancelled instead: never retried, never dead.
+    after its backoff (queuectl.domain.backoff), or dead (all four None); cancelled if its cancel was requested
+    (cancel_wins).
     """
-    if cancel_requested_at is not None:
-        return JobState.CANCELLED, (None, None, None, None)
-    if attempts > retry_limit(max_retries, config):
-        return JobState.DEAD, (None, None, None, None)
-    return JobState.FAILED, schedule(now, backoff_delay(attempts, config["backoff-base"], config["backoff-max"]))
+    state = cancel_wins(JobState.DEAD if attempts > retry_limit(max_retries, config) else JobState.FAILED,
+                        cancel_requested_at)
+    if state != JobState.FAILED:
+        return state, (None, None, None, None)
+    return state, schedule(now, backoff_delay(attempts, config["backoff-base"], config["backoff-max"]))

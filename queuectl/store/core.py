@@ -35,12 +35,12 @@ DUE, _DUE_SLOTS = placeholders(due())
 _READY_JOB = placeholders(fragments.ready())[0]
 #: A job of the calling worker (parameters: job id, worker id).
 OWNED = "WHERE id = ? AND worker_id = ? AND state = 'processing'"
-#: The error of a job given back (unstarted, or by a forced stop) that ends cancelled, as its cancel was requested.
-CANCELLED_ERROR = "last_error = CASE WHEN cancel_requested_at IS NULL THEN last_error ELSE 'cancelled' END"
-#: A claimed job given back unstarted (parameter: finished_at for a cancelled one).
+#: A claimed job given back (unstarted, or stopped by a forced stop): pending again, or cancelled (its error
+#: 'cancelled') if its cancel was requested, as base.cancel_wins says (parameter: finished_at for a cancelled one).
 RELEASED = ("state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
             " finished_at = CASE WHEN cancel_requested_at IS NULL THEN finished_at ELSE ? END,"
-            f" {CANCELLED_ERROR}, worker_id = NULL, pgid = NULL, pgid_start = NULL")
+            " last_error = CASE WHEN cancel_requested_at IS NULL THEN last_error ELSE 'cancelled' END,"
+            " worker_id = NULL, pgid = NULL, pgid_start = NULL")
 #: Marks a job's stored output as a run's that came before its current attempt count (a requeued run's,
 #: whose attempt number the next run takes again; a retried job's), so that the next run's output
 #: replaces it rather than being appended, and followers do not take it for that run's (parameter: seq).
@@ -51,7 +51,7 @@ RESCHEDULE = "run_at = coalesce(?, run_at), delay = ?, due_boot = ?, due_mono = 
 
 def claimed_jobs(rows) -> list[Job]:
     """Return jobs from claimed rows, in claim order (priority, then run_at, then enqueue order)."""
-    return sorted((Job.from_row(r) for r in rows), key=lambda j: (-j.priority, j.run_at, j.seq))
+    return sorted((Job.from_row(r) for r in rows), key=lambda j: fragments.claim_key(j.priority, j.run_at, j.seq))
 
 
 def queue_filter(where: str, params: list, queues: Sequence[str]) -> tuple[str, list]:

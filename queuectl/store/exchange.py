@@ -13,7 +13,7 @@ from queuectl.domain.clock import Instant, instant
 from queuectl.domain.models import Job, JobState
 from queuectl.store import fragments
 from queuectl.store.base import Exchanged, WorkerGone, after_failure
-from queuectl.store.core import (CANCELLED_ERROR, DUE, OUTPUT_BEFORE, OWNED, RELEASED, RESCHEDULE, SqlCore, claimed_jobs,
+from queuectl.store.core import (DUE, OUTPUT_BEFORE, OWNED, RELEASED, RESCHEDULE, SqlCore, claimed_jobs,
                                  due_params, queue_filter)
 from queuectl.store.limits import limits_for_claim
 from queuectl.store.settings import read_settings
@@ -193,11 +193,8 @@ class ExchangeStore(SqlCore):
             c.executemany(f"{OUTPUT_BEFORE} (SELECT seq FROM jobs {OWNED})",
                           [(job_id, worker_id) for job_id in job_ids])
             c.executemany(
-                "UPDATE jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
-                f" attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, end_code = NULL, {CANCELLED_ERROR},"
-                " worker_id = NULL, pgid = NULL, pgid_start = NULL,"
-                " updated_at = ?, finished_at = CASE WHEN cancel_requested_at IS NULL"
-                f" THEN finished_at ELSE ? END {OWNED}",
+                f"UPDATE jobs SET {RELEASED}, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
+                f" end_code = NULL, updated_at = ? {OWNED}",
                 [(now.wall, now.wall, job_id, worker_id) for job_id in job_ids])
 
     @staticmethod

@@ -23,8 +23,13 @@ from queuectl.store import timing
 READY_STATES = "state IN ('pending', 'failed')"
 #: Completed, dead and cancelled jobs: the WHERE of the jobs_finished partial index.
 FINISHED_STATES = "state IN ('completed', 'dead', 'cancelled')"
-#: Claim order: priority (higher first), then run_at, then enqueue order.
+#: Claim order: priority (higher first), then run_at, then enqueue order; claim_key is the same order in Python.
 CLAIM_ORDER = "priority DESC, run_at, seq"
+
+
+def claim_key(priority: int, run_at: float, seq: int) -> tuple:
+    """The sort key of CLAIM_ORDER, for rows or jobs read back in another order (UPDATE ... RETURNING)."""
+    return -priority, run_at, seq
 
 
 def not_paused(col: str = "") -> str:

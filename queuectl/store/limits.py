@@ -43,6 +43,8 @@ _PROCESSING = "SELECT count(*) FROM jobs WHERE queue = ? AND state = 'processing
 #: year and a day, as the longest --every).
 MAX_COUNT = 2**31 - 1
 MAX_WINDOW = 366 * 86400
+#: A limited queue's room before its limits bound it (no limit is larger): the Python claim's and claim_limited's.
+NO_LIMIT = MAX_COUNT
 #: How many jobs of a limited queue a claim may take (slots: room, free, claim; see fragments.allowed).
 _ALLOWED = f"SELECT {fragments.allowed('{room}', '{free}', '{claim}')}"
 #: A claim of the chosen jobs (parameters: worker id, now, then the seqs).
@@ -137,7 +139,7 @@ class LimitStore(SqlCore):
         allowed: dict[str, int] = {}
         clock = timing.clock_values(now)
         for r in limits:
-            room = 1 << 62  # no bound but the limits'
+            room = NO_LIMIT
             if r["concurrency"] is not None:
                 room = min(room, r["concurrency"] - c.execute(_PROCESSING, (r["name"],)).fetchone()[0])
             if r["rate_count"] is not None:
@@ -150,7 +152,7 @@ class LimitStore(SqlCore):
             allowed[r["name"]] = c.execute(*timing.bind(_ALLOWED, {"room": room, "free": free, "claim": limit})
                                            ).fetchone()[0]
         picked = self._pick_per_queue(c, queues, allowed, limit, now)
-        picked = sorted(picked, key=lambda r: (-r["priority"], r["run_at"], r["seq"]))[:limit]
+        picked = sorted(picked, key=lambda r: fragments.claim_key(r["priority"], r["run_at"], r["seq"]))[:limit]
         if not picked:
             return []
         rows = c.execute(

@@ -9,7 +9,7 @@ from queuectl.domain.backoff import last_attempt
 from queuectl.domain.clock import Instant, instant
 from queuectl.domain.errors import Conflict
 from queuectl.domain.models import JobState, StoppedWorker, WorkerInfo
-from queuectl.store.base import JobProcess, after_failure
+from queuectl.store.base import JobProcess, after_failure, cancel_wins
 from queuectl.store import fragments
 from queuectl.store.core import RELEASED, RESCHEDULE, SqlCore
 from queuectl.store.shared_schema import RECOVERED
@@ -209,7 +209,7 @@ class WorkerStore(SqlCore):
                 # Not run: a cancel was asked before its start, or it was to run its last attempt,
                 # whose start the worker records first (queuectl.domain.backoff.last_attempt).
                 c.execute(f"UPDATE jobs SET {RELEASED}, updated_at = ? WHERE seq = ?", (now.wall, now.wall, r["seq"]))
-                recovered.append((r["id"], JobState.CANCELLED if r["cancel_requested_at"] else JobState.PENDING))
+                recovered.append((r["id"], cancel_wins(JobState.PENDING, r["cancel_requested_at"])))
                 continue
             attempts = r["attempts"] + unstarted  # lost before its start was recorded: it may have run
             state, schedule = after_failure(attempts, r["max_retries"], now, config, r["cancel_requested_at"])

@@ -18,6 +18,7 @@ from queuectl.store.shared_schema import (ATTEMPT_ENDED, CANCEL_DEPENDANTS, CASC
                                          KEY_HELD, KEY_HELD_V6, RECOVERED, RELEASE_DEPENDANTS, SCHEDULES_LIMITS,
                                          SEARCH_INDEXES, START_CLOCKS, STOPPED_WORKERS)
 from queuectl.store import activity, fragments, timing
+from queuectl.store.limits import NO_LIMIT
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
@@ -63,7 +64,8 @@ _LOST_TEXT = "n.last_error = 'worker lost'"
 #: queuectl.store.fragments', rendered in by claim_limited(). A change to any of them needs a step that
 #: replaces this function (tests/unit/test_limits.py fails until there is one). p_leaving names jobs of p_worker that the calling statement ends or gives
 #: back: their places count as free (the caller's own changes are not yet visible to the function). Returns
-#: the claimed rows. Placeholders: REBASE, EXPIRE, ALLOWED, READY_STATES, READY_JOB, CLAIM_ORDER, CLAIM_SET, RECORD.
+#: the claimed rows. Placeholders: REBASE, EXPIRE, ALLOWED, READY_STATES, READY_JOB, CLAIM_ORDER, CLAIM_SET, RECORD,
+#: NO_LIMIT (queuectl.store.limits).
 _CLAIM_LIMITED = """
 CREATE OR REPLACE FUNCTION claim_limited(p_worker bigint, p_queues text[], p_claim integer, p_free integer,
                               p_now double precision, p_domain text, p_mono double precision, p_slack double precision,
@@ -95,7 +97,7 @@ BEGIN
         SELECT concurrency, rate_count, rate_window INTO lim FROM queues
             WHERE name = q AND (concurrency IS NOT NULL OR rate_count IS NOT NULL);
         IF FOUND THEN
-            room := 2147483647;
+            room := NO_LIMIT;
             IF lim.concurrency IS NOT NULL THEN
                 room := least(room, lim.concurrency - (SELECT count(*) FROM jobs j WHERE j.queue = q
                     AND j.state = 'processing' AND NOT (j.worker_id = p_worker AND j.id = ANY(p_leaving))));
@@ -130,7 +132,7 @@ def claim_limited() -> str:
     rules = {"REBASE": timing.REBASE, "EXPIRE": ";\n                ".join(timing.EXPIRE),
              "ALLOWED": fragments.allowed("room", "p_free", "n"), "READY_STATES": fragments.READY_STATES,
              "READY_JOB": fragments.ready("j."), "CLAIM_ORDER": fragments.CLAIM_ORDER, "CLAIM_SET": fragments.CLAIM_SET,
-             "RECORD": timing.RECORD.replace("{queue}", "queue")}
+             "RECORD": timing.RECORD.replace("{queue}", "queue"), "NO_LIMIT": str(NO_LIMIT)}
     text = _CLAIM_LIMITED
     for token, sql in rules.items():
         text = re.sub(rf"\b{token}\b", lambda _m, sql=sql: timing.render(sql, names), text)
