@@ -8,7 +8,7 @@ import sys
 import click
 
 from queuectl.cli.common import MOST_SLOTS, HelpGroup, Seconds, note, pass_app, patience
-from queuectl.domain.errors import InvalidConfig, InvalidInput, QueuectlError
+from queuectl.domain.errors import InvalidInput, QueuectlError
 
 
 @click.group(cls=HelpGroup)
@@ -58,30 +58,18 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
       queuectl worker start --burst
       queuectl worker start --daemon --pidfile /run/user/1000/queuectl.pid
     """
+    from queuectl.api.workers import worker_for
     from queuectl.host import logsetup
-    from queuectl.domain.jobspec import check_queue
-    from queuectl.worker import Worker, check_name, default_name
 
     app.for_worker()
     source = click.get_current_context().get_parameter_source
-    try:
-        name = check_name(name) if name is not None else default_name()  # --name '' is an error, not the default
-    except InvalidInput as e:
-        if source("name") == click.core.ParameterSource.ENVIRONMENT:  # the unit's %i: a restart will not fix it
-            raise InvalidConfig(f"QUEUECTL_WORKER_NAME: {e}") from None
-        raise
-    try:
-        queues = tuple(dict.fromkeys(check_queue(q) for arg in queues for q in arg.split(",") if q))
-    except InvalidInput as e:
-        if source("queues") == click.core.ParameterSource.ENVIRONMENT:
-            raise InvalidConfig(f"QUEUECTL_WORKER_QUEUES: {e}") from None  # a unit must not restart on it
-        raise
     if (pidfile or log_file) and not daemon:
         raise InvalidInput("--pidfile and --log-file go with --daemon")
+    environment = [p for p in ("name", "queues") if source(p) == click.core.ParameterSource.ENVIRONMENT]
 
-    def make_worker():
-        return Worker(app.worker_store(wait=not burst, say=note), name=name, slots=count, queues=queues, burst=burst,
-                      unit=os.environ.get("QUEUECTL_UNIT") or None)
+    def make_worker(name):
+        return worker_for(lambda: app.worker_store(wait=not burst, say=note), name=name, slots=count, queues=queues,
+                          burst=burst, unit=os.environ.get("QUEUECTL_UNIT") or None, from_environment=environment)
 
     if daemon:
         if os.environ.get("NOTIFY_SOCKET"):
@@ -92,14 +80,16 @@ def start(app, count, queues, burst, name, verbose, daemon, pidfile, log_file):
         # Check the database and settings while errors can still reach the terminal. Close the
         # check's selector now: the daemon closes every inherited fd, and a late garbage collection
         # of this epoll object would then close the daemon's own selector, reusing the same number.
-        make_worker().runner.close()
+        checked = make_worker(name)
+        checked.runner.close()
+        name = checked.name  # the daemon's too (by default HOST-PID of this process), and its log file's
         app.close()
         log_file = os.path.abspath(log_file or os.path.join(app.log_dir(), f"worker-{name}.log"))
         from queuectl.host.daemonize import detach
 
         detach(pidfile and os.path.abspath(pidfile), log_file)  # from here on we are the daemon
     logsetup.configure(verbose=verbose)
-    sys.exit(make_worker().run())
+    sys.exit(make_worker(name).run())
 
 
 @worker.command()

@@ -28,14 +28,14 @@ from queuectl.store.limits import LimitStore
 from queuectl.store.operator import OperatorStore
 from queuectl.store.schedules import ScheduleStore
 from queuectl.store.settings import SettingsStore
-from queuectl.store.workers import WorkerStore
+from queuectl.store.workers import WorkerRegistry
 
 if TYPE_CHECKING:
     from queuectl.domain.models import Job
     from queuectl.store.jobfilter import Attempt, Dependencies, JobFilter
 
 
-class SqlStore(JobStore, ExchangeStore, WorkerStore, OperatorStore, ScheduleStore, LimitStore, SettingsStore):
+class SqlStore(JobStore, ExchangeStore, WorkerRegistry, OperatorStore, ScheduleStore, LimitStore, SettingsStore):
     """The queue's operations on a SQL database (see the module); subclasses supply the engine (SqlCore)."""
 
     # Activity history: its module loads when first used, never on `queuectl enqueue`'s path.

@@ -35,7 +35,7 @@ _TRIM_ENDED = ("DELETE FROM stopped_workers WHERE seq <= (SELECT seq FROM stoppe
                " LIMIT 1 OFFSET ?)")
 
 
-class WorkerStore(SqlCore):
+class WorkerRegistry(SqlCore):
     """SqlStore's operations on workers and their recovery (see each method)."""
 
     def register_worker(self, info: dict[str, Any], now: Instant | float, replace: int | None = None,

@@ -189,6 +189,32 @@ def test_cancel_by_queue_and_states_is_the_bulk_cancel_newest_first_in_batches_r
         ("e", "pending", "cancelled"), ("f", "blocked", "cancelled"), ("g", "pending", "cancelled")]
 
 
+def test_a_worker_is_made_with_its_name_and_queues_checked_before_its_store_opens(store):
+    from queuectl.api.workers import worker_for
+
+    opened = []
+
+    def store_for():
+        opened.append(True)
+        return store
+
+    w = worker_for(store_for, name="w1", slots=2, queues=["b,a", "", "b", "c"], burst=True)
+    assert (w.name, w.slots, w.queues, w.burst, opened) == ("w1", 2, ("b", "a", "c"), True, [True])
+    w.runner.close()
+    default = worker_for(lambda: store)
+    assert default.name.rsplit("-", 1)[1] == str(os.getpid()) and default.queues == ()  # HOST-PID, every queue
+    default.runner.close()
+    opened.clear()
+    for field, given, error, words in [("name", {"name": "a b"}, InvalidInput, "worker name must be"),
+                                       ("name", {"name": ""}, InvalidInput, "worker name must be"),
+                                       ("queues", {"queues": ["ok", "bad/q"]}, InvalidInput, "queue names are")]:
+        with pytest.raises(error, match=words):
+            worker_for(store_for, **given)
+        with pytest.raises(InvalidConfig, match=f"QUEUECTL_WORKER_{field.upper()}: {words}"):  # a unit's: exit 78
+            worker_for(store_for, **given, from_environment=[field])
+    assert opened == []  # refused before the database was opened
+
+
 def test_retry_refuses_a_job_that_is_not_dead_or_cancelled(store, db):
     enqueue_specs(store, '{"id":"a","command":"true"}')
     refused(store, db, Conflict, 1, lambda: ops.retry(store, ["a"]), "'a'")
