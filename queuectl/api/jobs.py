@@ -141,7 +141,7 @@ def list_jobs(store, state: str | None = None, queue: str | None = None, limit: 
     The total comes from the kept counts (no scan), and is read only when the limit cut the
     list short (else it is the list's length). Raises InvalidInput for a bad queue name or state.
     """
-    from queuectl.api.search import job_state
+    from queuectl.domain.models import job_state
     from queuectl.domain.jobspec import check_queue
 
     if queue is not None:

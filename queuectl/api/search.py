@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from queuectl.domain.errors import InvalidInput
 from queuectl.domain.jobspec import check_whole
-from queuectl.domain.models import Job, JobState
+from queuectl.domain.models import Job, job_state
 from queuectl.store.jobfilter import JobFilter
 
 #: The most jobs a page holds, and how many it holds by default.
@@ -30,14 +30,6 @@ class JobPage(NamedTuple):
     next_before: int | None
     total: int
     capped: bool
-
-
-def job_state(state: str) -> JobState:
-    """Return the job state named `state`; raises InvalidInput."""
-    try:
-        return JobState(state)
-    except ValueError:
-        raise InvalidInput(f"no job state {state!r}; states: {', '.join(s.value for s in JobState)}") from None
 
 
 def job_filter(state: str | None = None, queue: str | None = None, key: str | None = None,

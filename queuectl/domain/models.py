@@ -9,6 +9,8 @@ import enum
 from datetime import datetime, timezone
 from typing import NamedTuple
 
+from queuectl.domain.errors import InvalidInput
+
 
 class JobState(str, enum.Enum):
     """Where a job is in its life.
@@ -36,6 +38,14 @@ class JobState(str, enum.Enum):
     def ended(self) -> bool:
         """True for the states a job never leaves by itself: completed, dead, cancelled."""
         return self in (JobState.COMPLETED, JobState.DEAD, JobState.CANCELLED)
+
+
+def job_state(state: str) -> JobState:
+    """Return the job state named `state`; raises InvalidInput naming the states."""
+    try:
+        return JobState(state)
+    except ValueError:
+        raise InvalidInput(f"no job state {state!r}; states: {', '.join(s.value for s in JobState)}") from None
 
 
 def iso(ts: float | None) -> str | None:
