@@ -29,6 +29,8 @@ from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
 from queuectl.domain.errors import InvalidConfig, InvalidInput
+from queuectl.domain import settings
+from queuectl.domain.dburi import is_uri, near_miss, redact
 
 DEFAULT_PATH = "/etc/queuectl/queuectl.conf"
 
@@ -74,7 +76,6 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
         raise InvalidConfig(f"{path}: unknown {', '.join(problems)}; expected [queuectl] db = PATH (or URI),"
                             " worker-db = PATH (or URI), [defaults] SETTING = VALUE and [web] OPTION = VALUE")
     db, worker_db = (_database(parser, path, key) for key in ("db", "worker-db"))
-    from queuectl.domain import settings
 
     defaults = {}
     if parser.has_section("defaults"):
@@ -90,8 +91,6 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
 
 def _database(parser, path: str, key: str) -> str | None:
     """The [queuectl] `key` of the file: an absolute path, a PostgreSQL URI, or None; raises InvalidConfig."""
-    from queuectl.domain.dburi import is_uri, near_miss, redact
-
     value = parser.get("queuectl", key, fallback=None) or None
     if value is not None and not os.path.isabs(value) and not is_uri(value):
         why = near_miss(value) or f"got {redact(repr(value), value)}"  # a mistyped URI may hold a password

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from typing import Any
+from queuectl.domain.settings import canonical_key
 
 
 def get(store, key: str) -> tuple[str, Any]:
     """Return (the canonical key, its value in force) for `key` (hyphens or underscores); raises InvalidInput
     for an unknown key."""
-    from queuectl.domain.settings import canonical_key
-
     name = canonical_key(key)
     return name, store.settings()[name]
 
@@ -17,8 +16,6 @@ def get(store, key: str) -> tuple[str, Any]:
 def set_(store, key: str, value: str) -> tuple[str, Any]:
     """Set `key` to `value` (text, as typed); return (the canonical key, the value stored). Raises
     InvalidInput for an unknown key or a bad value."""
-    from queuectl.domain.settings import canonical_key
-
     name = canonical_key(key)
     return name, store.set_setting(name, value)
 

@@ -20,6 +20,7 @@ from typing import BinaryIO, Callable, NamedTuple
 from queuectl.domain.models import Job
 from queuectl.api.outage import Patience
 from queuectl.store import CommandStore
+from queuectl.domain.jobspec import check_whole
 
 #: Seconds between two reads of the followed job.
 POLL = 0.2
@@ -107,8 +108,6 @@ def output_since(store: CommandStore, job_id: str, attempt: int | None, position
     step of a follow for a caller that polls (the dashboard's job page). A newer attempt than `attempt` is
     followed from its first byte, with `restarted` set. Raises NotFound if there is no such job, InvalidInput
     for an attempt below 1 or a position below 0 (or either past what a store holds)."""
-    from queuectl.domain.jobspec import check_whole
-
     if attempt is not None:
         check_whole(attempt, "attempt", low=1)
     positions = (check_whole(positions[0], "out"), check_whole(positions[1], "err"))

@@ -7,7 +7,9 @@ histogram_quantile on the store's buckets). docs/semantics.md, "Activity history
 import math
 from typing import NamedTuple
 
-from queuectl.store.activity import COUNTS
+from queuectl.store.activity import BOUNDS, COUNTS, added
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.jobspec import check_queue
 
 #: The steps `history` sums minutes into: a minute, an hour (seconds).
 STEPS = (60.0, 3600.0)
@@ -31,8 +33,6 @@ def quantile(q: float, buckets, bounds=None) -> float | None:
     bound is 0); a rank in the +Inf bucket gives the highest finite bound. Rounded to the microsecond: an
     estimate within a bucket, not a measurement (no 1.8999999999999995).
     """
-    from queuectl.store.activity import BOUNDS
-
     bounds = BOUNDS if bounds is None else bounds
     total = sum(buckets)
     if total <= 0:
@@ -63,8 +63,6 @@ def history(store, *, queue: str | None = None, since: float = 3600.0, step: flo
     `now`: Unix seconds on the store's clock (default: now). Raises InvalidInput for another step, a
     negative `since` or a queue name that is not one.
     """
-    from queuectl.domain.errors import InvalidInput
-
     if step not in STEPS:
         raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
     _, minutes = _minutes(store, queue, since, now, step)
@@ -76,8 +74,6 @@ def window(store, *, since: float = 3600.0, step: float = 60.0, by_queue: bool =
     """Return, from one read, `history`'s rows for these arguments and {queue ("" when not `by_queue`): the
     whole span summed into one HistoryRow, `at` the first step's start}: percentiles over the span, not one
     step's (what `queuectl top` and the dashboard's charts show). Raises InvalidInput as `history`."""
-    from queuectl.domain.errors import InvalidInput
-
     if step not in STEPS:
         raise InvalidInput(f"a history step is 1m or 1h, got {step:g} s")
     first, minutes = _minutes(store, None, since, now, step)
@@ -89,9 +85,6 @@ def window(store, *, since: float = 3600.0, step: float = 60.0, by_queue: bool =
 def _minutes(store, queue: str | None, since: float, now: float | None, step: float) -> tuple[float, list]:
     """The start of the step (seconds) that `now - since` falls in, and the store's ActivityRows from it to `now`,
     summed per step by the store."""
-    from queuectl.domain.errors import InvalidInput
-    from queuectl.domain.jobspec import check_queue
-
     if queue is not None:
         check_queue(queue)
     if not math.isfinite(since) or since < 0:
@@ -103,8 +96,6 @@ def _minutes(store, queue: str | None, since: float, now: float | None, step: fl
 
 def _rows(minutes, key) -> list[HistoryRow]:
     """ActivityRows summed by `key(row)` = (at, queue), as HistoryRows sorted by that key."""
-    from queuectl.store.activity import added
-
     summed: dict[tuple[float, str], object] = {}
     for r in minutes:
         k = key(r)

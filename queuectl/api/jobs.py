@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Sequence
 
 from queuectl.domain.errors import Conflict, InvalidInput, NotFound
+from queuectl.domain.models import job_state
 
 if TYPE_CHECKING:
     from queuectl.api.waiting import Waited
@@ -141,7 +142,6 @@ def list_jobs(store, state: str | None = None, queue: str | None = None, limit: 
     The total comes from the kept counts (no scan), and is read only when the limit cut the
     list short (else it is the list's length). Raises InvalidInput for a bad queue name or state.
     """
-    from queuectl.domain.models import job_state
     from queuectl.domain.jobspec import check_queue
 
     if queue is not None:

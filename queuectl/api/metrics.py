@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from queuectl.domain.models import JobState
 from queuectl.api.snapshot import Snapshot
+from queuectl.domain.errors import InvalidInput
+from queuectl.store.activity import BOUNDS
 
 WORKER_STATES = ("running", "draining", "stale", "dead")
 RUN_OUTCOMES = ("completed", "failed", "dead", "cancelled", "recovered", "requeued")
@@ -107,8 +109,6 @@ def render(snapshot: Snapshot, activity: dict | None = None) -> str:
 
 def _histograms(out: Exposition, activity: dict) -> None:
     """The wait and run time histograms, per queue: cumulative `_bucket`s by `le`, `_sum`, `_count`."""
-    from queuectl.store.activity import BOUNDS
-
     for name, what, field in (("queuectl_job_wait_seconds", "from due to start", "wait"),
                               ("queuectl_job_run_seconds", "from start to end", "run")):
         out.family(name, "histogram", f"Seconds jobs took {what}, by queue (kept when retention deletes history).")
@@ -126,7 +126,6 @@ def check_target(path: str) -> str:
     missing directory."""
     import os
 
-    from queuectl.domain.errors import InvalidInput
 
     if not path.strip():
         raise InvalidInput("--output is empty: give a file path")
@@ -145,7 +144,6 @@ def write_file(text: str, path: str) -> str:
     """
     import os
 
-    from queuectl.domain.errors import InvalidInput
 
     target = check_target(path)
     tmp = f"{target}.{os.getpid()}.tmp"

@@ -6,6 +6,8 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
+from queuectl.domain.errors import InvalidInput
+from queuectl.domain.jobspec import parse_template
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,6 @@ def draft(name: str, template: str, cron: str | None = None, every: str | None =
     """Check a schedule to add: `name`, the job JSON `template`, one of `cron` (five fields or @daily...) and
     `every` (30s, 5m...), the cron rule's `zone` (an IANA name; None: see `add`), `overlap`. Raises
     InvalidInput; `every` takes no zone (its slots are multiples since 1970-01-01 UTC)."""
-    from queuectl.domain.errors import InvalidInput
-    from queuectl.domain.jobspec import parse_template
     from queuectl.domain.recurrence import check_name, parse_rule
 
     check_name(name)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from queuectl.domain.errors import InvalidInput
-from queuectl.domain.jobspec import check_whole
+from queuectl.domain.jobspec import check_id, check_queue, check_whole, is_unicode
 from queuectl.domain.models import Job, job_state
 from queuectl.store.jobfilter import JobFilter
+from queuectl.api.jobs import matching_total
 
 #: The most jobs a page holds, and how many it holds by default.
 PAGE_MOST = 500
@@ -38,8 +39,6 @@ def job_filter(state: str | None = None, queue: str | None = None, key: str | No
     is no filter, as an empty field of a form. Raises InvalidInput naming the field: a state that is none, a
     queue name, key, dependency id or id prefix that no job could have (queuectl.domain.jobspec's rules; a prefix at
     most as long as an id), a text longer than TEXT_MOST characters, or holding a NUL or a lone surrogate."""
-    from queuectl.domain.jobspec import check_id, check_queue, is_unicode
-
     def given(value) -> bool:
         return value is not None and value != ""
 
@@ -70,8 +69,6 @@ def search(store, state: str | None = None, queue: str | None = None, key: str |
     its count until COUNT_CAP + 1 match: with few matches among many jobs, each reads every job (one scan).
     Raises InvalidInput for a bad field (job_filter), limit or `before`.
     """
-    from queuectl.api.jobs import matching_total
-
     f = job_filter(state, queue, key, after, text, id_prefix)
     check_whole(limit, "limit", low=1, high=PAGE_MOST)
     if before is not None:

@@ -14,6 +14,9 @@ from typing import Any
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import InvalidConfig
 from queuectl.domain.models import JobState, QueueLimit, Schedule, WorkerInfo
+from queuectl.domain.settings import RETENTION
+from queuectl.host.control import worker_state
+from queuectl.host.liveness import heartbeat_age
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,6 @@ class Snapshot:
     def retention(self) -> dict[str, float | None]:
         """{completed, cancelled, dead: seconds such jobs are kept; history: seconds the activity history's minutes
         are kept} (None: forever) (the keep-* settings)."""
-        from queuectl.domain.settings import RETENTION
-
         return {**{state: self.settings[key] for state, key in RETENTION.items()},
                 "history": self.settings["keep-history"]}
 
@@ -86,9 +87,6 @@ def take(store) -> Snapshot:
 
     The workers are read before `now`, so that no heartbeat age comes out negative.
     """
-    from queuectl.host.control import worker_state
-    from queuectl.host.liveness import heartbeat_age
-
     try:
         settings = store.settings()
     except InvalidConfig:

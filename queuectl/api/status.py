@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from queuectl.api.history import rates
+from queuectl.api.metrics import check_target, render, write_file
+from queuectl.api.snapshot import take
+from queuectl.domain.models import iso
+from queuectl.host import units
 
 #: The held idempotency keys a status report lists, at most (by key; it says how many there are in all).
 KEYS_SHOWN = 20
@@ -34,8 +39,6 @@ class Status:
 
     def to_dict(self) -> dict:
         """Return the report as `status --json` prints it."""
-        from queuectl.domain.models import iso
-
         snap = self.snapshot
         return {"jobs": snap.totals, "queues": snap.counts,
                 "keys": [{"key": k, "id": job_id, "state": state.value} for k, job_id, state in self.keys],
@@ -56,10 +59,6 @@ class Status:
 def status(store) -> Status:
     """Read the status report: job counts by queue and state, limits, schedules, held keys, workers,
     this host's worker units and the rates of the last minutes. Raises what the store's reads raise."""
-    from queuectl.host import units
-    from queuectl.api.history import rates
-    from queuectl.api.snapshot import take
-
     snap = take(store)
     keys, keys_held = store.held_keys(KEYS_SHOWN)
     now = snap.now.wall
@@ -70,15 +69,10 @@ def status(store) -> Status:
 def metrics(store) -> str:
     """Return the queue's metrics in the Prometheus text format (queuectl.api.metrics.render), with the wait
     and run time histograms of the activity history."""
-    from queuectl.api.metrics import render
-    from queuectl.api.snapshot import take
-
     return render(take(store), store.activity_totals())
 
 
 def write_metrics(store, path: str) -> str:
     """Write the metrics to `path` atomically (queuectl.api.metrics.write_file); return its absolute path.
     Raises InvalidInput for a path that cannot be written."""
-    from queuectl.api.metrics import check_target, write_file
-
     return write_file(metrics(store), check_target(path))

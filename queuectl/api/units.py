@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 import time
 from typing import Callable, NamedTuple
+from queuectl.host import procs
+from queuectl.host.units import show
 
 #: Seconds between two reads of the worker units' properties (a systemctl process each).
 EVERY = 10.0
@@ -56,8 +58,6 @@ class Units:
         """Return {worker id: its unit's state} for those of `workers` (queuectl.api.snapshot's: each with an
         `info`, queuectl.domain.models.WorkerInfo) that run under a unit on this host and that systemd knows; {} with
         no such worker (and then systemd is not asked) or without systemd."""
-        from queuectl.host import procs
-
         host = procs.hostname()
         here = [w.info for w in workers if w.info.unit and w.info.host == host]
         if not here:
@@ -77,6 +77,4 @@ class Units:
 
 def _systemd(names: tuple[str, ...]) -> list[dict[str, str]]:
     """queuectl.host.units.show, imported when first asked (never on the CLI's other paths)."""
-    from queuectl.host.units import show
-
     return show(names)

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from queuectl.domain.errors import NotFound
-from queuectl.domain.models import Job, JobState
+from queuectl.domain.models import Job, JobState, printable
 from queuectl.api.outage import Patience
 from queuectl.store import CommandStore
+from queuectl.domain.backoff import delay_text, retry_limit
 
 #: Seconds between two reads of the waited jobs' states.
 POLL = 0.1
@@ -116,8 +117,6 @@ class Attempts:
 
     def _runs(self, job: Job) -> int:
         """The most attempts `job` has: its first run and its retries."""
-        from queuectl.domain.backoff import retry_limit
-
         if job.max_retries is None and self._settings is None:
             self._settings = self.patience.read(self.store.settings)
         return retry_limit(job.max_retries, self._settings or {}) + 1
@@ -134,9 +133,6 @@ def ended_attempts(job: Job) -> int:
 def attempt_line(job: Job, attempt: int, runs: int, latest: bool) -> str:
     """The line that says attempt `attempt` (of `runs` at most) of `job` ended failed; `latest`: it is the
     job's latest ended attempt, whose error the record holds and whose outcome is its state."""
-    from queuectl.domain.backoff import delay_text
-    from queuectl.domain.models import printable
-
     line = f"job {job.id}: attempt {attempt} of {runs} failed"
     if latest and job.last_error:
         line += f" ({printable(job.last_error)})"

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import time
 from typing import Callable, Collection, Sequence
+from queuectl.domain.errors import InvalidConfig, InvalidInput, QueuectlError
+from queuectl.domain.jobspec import check_queue
+from queuectl.domain.models import DRAIN_SAY_EVERY, JobState, printable, waiting_line
+from queuectl.host.control import select_workers, stop_workers
+from queuectl.worker import Worker, check_name, default_name
 
 #: Seconds a stop waits before its first line on what it waits for (a drain of idle workers says nothing).
 SAY_AFTER = 1.0
@@ -20,10 +25,6 @@ def worker_for(store_for: Callable[[], object], name: str | None = None, slots: 
     of `from_environment`: "name", "queues"): a unit's setting, which a restart would not fix (exit 78, which
     the unit does not restart on). Raises what Worker and `store_for` raise (InvalidConfig, DatabaseError).
     """
-    from queuectl.domain.errors import InvalidConfig, InvalidInput
-    from queuectl.domain.jobspec import check_queue
-    from queuectl.worker import Worker, check_name, default_name
-
     def checked(field: str, variable: str, check):
         try:
             return check()
@@ -49,8 +50,6 @@ def stop(store, patience, names: Sequence[str] = (), timeout: float | None = Non
     given, gets what the wait waits for after SAY_AFTER seconds, then every DRAIN_SAY_EVERY
     (waiting_for); while the database is unavailable, no line.
     """
-    from queuectl.host.control import select_workers, stop_workers
-
     targets = select_workers(store.workers(), names)
     if not targets:
         return []
@@ -64,9 +63,6 @@ def stop(store, patience, names: Sequence[str] = (), timeout: float | None = Non
 
 def _sayer(store, patience, note: Callable[[str], None] | None):
     """The `watch` of a stop that says to `note` what it waits for (None: says nothing): see `stop`."""
-    from queuectl.domain.errors import QueuectlError
-    from queuectl.domain.models import DRAIN_SAY_EVERY
-
     if note is None:
         return None
     next_at = time.monotonic() + SAY_AFTER
@@ -88,8 +84,6 @@ def waiting_for(store, workers) -> str:
     """Say what a stop of `workers` (WorkerInfo, still running) waits for: their running jobs and how long each
     has run (queuectl.domain.models.waiting_line), or the workers themselves when they run none (they record their
     results, or exit)."""
-    from queuectl.domain.models import JobState, printable, waiting_line
-
     ids = {w.id for w in workers}
     now = store.clock()
     running = [(j.id, max(now - j.started_at, 0.0)) for j in store.list_jobs(JobState.PROCESSING, None, 10**6)

@@ -7,6 +7,7 @@ import json
 import click
 
 from queuectl.api.database import Database
+from queuectl.domain.errors import InvalidInput
 
 
 class HelpGroup(click.Group):
@@ -107,7 +108,6 @@ class Seconds(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, float):
             return value
-        from queuectl.domain.errors import InvalidInput
         from queuectl.domain.settings import parse_duration
 
         try:

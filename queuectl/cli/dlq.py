@@ -6,6 +6,8 @@ import click
 
 from queuectl.cli.common import MOST_LISTED, HelpGroup, json_option, note_truncation, pass_app, print_json, print_table
 from queuectl.domain.models import JobState, iso, one_line, printable
+from queuectl.api.jobs import list_jobs
+from queuectl.api.ops import dlq_retry
 
 
 @click.group(cls=HelpGroup)
@@ -31,8 +33,6 @@ def list_(app, limit, as_json):
     Example:
       queuectl dlq list --json
     """
-    from queuectl.api.jobs import list_jobs
-
     jobs, total = list_jobs(app.store(), JobState.DEAD.value, None, limit)
     if as_json:
         print_json([j.to_dict() for j in jobs])
@@ -55,8 +55,6 @@ def retry(app, job_ids):
     Example:
       queuectl dlq retry job1
     """
-    from queuectl.api.ops import dlq_retry
-
     states = dlq_retry(app.store(), job_ids)
     for job_id, state in zip(job_ids, states):
         click.echo(f"{job_id}: {state.value}")

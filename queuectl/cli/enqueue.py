@@ -13,7 +13,7 @@ import click
 from queuectl.api import jobs as api
 from queuectl.cli.common import Seconds, note, outage_doc, pass_app, patience, quiet_option
 from queuectl.domain.errors import InvalidInput
-from queuectl.domain.models import JobState
+from queuectl.domain.models import JobState, printable
 
 
 class ArgvCommand(click.Command):
@@ -173,8 +173,6 @@ def _follow(store, job_id: str, waiting, wait_style: bool, print_id: bool = Fals
 
 def _not_completed(job) -> str:
     """The line `wait` prints for a job that ended without completing: its state and last error (escaped)."""
-    from queuectl.domain.models import printable
-
     return f"job {job.id} {job.state.value}: {printable(job.last_error or 'no error recorded')}"
 
 

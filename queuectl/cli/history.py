@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from queuectl.cli.common import Seconds, json_option, pass_app, print_json, print_table
+from queuectl.domain.models import iso
+from queuectl.domain.settings import format_duration
 
 #: --step's choices, in seconds.
 STEPS = {"1m": 60.0, "1h": 3600.0}
@@ -48,8 +50,6 @@ def history(app, queue, since, step, summed, as_json):
     import time
 
     from queuectl.api.history import history as read_history
-    from queuectl.domain.models import iso
-    from queuectl.domain.settings import format_duration
 
     rows = read_history(app.store(), queue=queue, since=since, step=STEPS[step], by_queue=not summed)
     if as_json:

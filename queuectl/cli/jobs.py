@@ -12,6 +12,7 @@ from queuectl.cli.common import (MOST_LISTED, Seconds, json_option, note_truncat
 from queuectl.cli.enqueue import _attempt_note, _follow, _not_completed, _ready_for_ctrl_c, _stopped_waiting
 from queuectl.domain.errors import InvalidInput
 from queuectl.domain.models import JobState, iso, one_line, printable
+from queuectl.domain.jobspec import check_queue
 
 STATE_CHOICE = click.Choice([s.value for s in JobState])
 
@@ -32,8 +33,6 @@ def list_(app, state, queue, limit, as_json):
       queuectl list --queue build --limit 20 --json
     """
     if queue is not None:
-        from queuectl.domain.jobspec import check_queue
-
         check_queue(queue)  # before the store is opened
     jobs, total = api.list_jobs(app.store(), state, queue, limit)
     if as_json:

@@ -6,6 +6,7 @@ import click
 
 from queuectl.cli.common import json_option, pass_app, print_json, print_table
 from queuectl.domain.models import JobState
+from queuectl.domain.settings import format_duration
 
 
 @click.command()
@@ -19,7 +20,6 @@ def status(app, as_json):
       queuectl status --json
     """
     from queuectl.api.status import status as read_status
-    from queuectl.domain.settings import format_duration
 
     report = read_status(app.store())
     if as_json:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from queuectl.cli.common import Seconds, pass_app
+from queuectl.domain.errors import InvalidInput, PermissionDenied, QueuectlError
+from queuectl.domain.models import printable
 
 #: The shortest and longest --interval, seconds: shorter would cost the workers for nothing a person sees.
 INTERVAL_RANGE = (0.2, 3600.0)
@@ -35,7 +37,6 @@ def top(app, interval, read_only):
     import locale
     import sys
 
-    from queuectl.domain.errors import InvalidInput, PermissionDenied, QueuectlError
     from queuectl.tui import app as screen
     from queuectl.tui.model import View
     from queuectl.tui.source import Source
@@ -63,7 +64,6 @@ def top(app, interval, read_only):
     except (QueuectlError, KeyboardInterrupt):
         raise
     except Exception as e:  # the terminal is back (app.session): say what ended the view in one line
-        from queuectl.domain.models import printable
 
         raise QueuectlError(f"top stopped: {type(e).__name__}: {printable(str(e))}") from None
 

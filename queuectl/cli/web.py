@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from queuectl.cli.common import HelpGroup, json_option, pass_app
-from queuectl.domain.errors import InvalidInput
+from queuectl.domain.errors import InvalidConfig, InvalidInput, NotFound
+from queuectl.api.database import Database
 
 
 @click.command()
@@ -39,8 +40,6 @@ def web(app, **options):
       queuectl web --bind 0.0.0.0:8765 --users /etc/queuectl/web-users --allow-host queue.example.org
       queuectl web --url-prefix /queuectl --users /etc/queuectl/web-users --allow-host queue.example.org
     """
-    from queuectl.domain.errors import InvalidConfig
-
     try:
         _serve(app, options)
     except InvalidConfig:
@@ -51,7 +50,6 @@ def web(app, **options):
 
 
 def _serve(app, options) -> None:
-    from queuectl.domain.errors import InvalidConfig
     from queuectl.web import config, users
 
     _need_libraries()
@@ -70,8 +68,6 @@ def _serve(app, options) -> None:
     db = app.db_path()
 
     def open_store(read_only: bool):
-        from queuectl.api.database import Database
-
         return Database(db, app.db_source).store(read_only=read_only)
 
     connections = Connections(open_store, cfg.interval)
@@ -90,7 +86,6 @@ def _need_libraries() -> None:
     """Raise InvalidConfig naming the packages to install when the dashboard's libraries are missing."""
     import importlib.util
 
-    from queuectl.domain.errors import InvalidConfig
 
     missing = [name for name in ("flask", "gunicorn", "bcrypt") if importlib.util.find_spec(name) is None]
     if missing:
@@ -151,7 +146,6 @@ def remove_user(name, path):
     Example:
       queuectl web-user rm alice
     """
-    from queuectl.domain.errors import NotFound
     from queuectl.web import userfile
 
     if not userfile.remove(path, name):

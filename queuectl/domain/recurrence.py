@@ -39,6 +39,7 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from queuectl.domain.errors import InvalidInput
+from queuectl.domain.settings import format_duration, parse_duration
 
 #: The cron aliases accepted (croniter reads each; @reboot has no slots).
 ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
@@ -116,8 +117,6 @@ class Rule:
     @property
     def text(self) -> str:
         if self.kind == "every":
-            from queuectl.domain.settings import format_duration
-
             return f"every {format_duration(float(self.expr))}"
         return self.expr
 
@@ -154,8 +153,6 @@ def parse_rule(cron: str | None, every: str | None, zone: str | None) -> Rule:
     zone = local_zone() if zone is None else zone
     check_zone(zone)
     if every is not None:
-        from queuectl.domain.settings import parse_duration
-
         seconds = parse_duration(every, "--every", forever=False)
         if seconds is None or seconds < 1 or not float(seconds).is_integer():
             raise InvalidInput(f"--every must be a whole number of seconds of at least 1s (such as 30s, 5m or 1h),"

@@ -12,6 +12,8 @@ in another network namespace).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
+from queuectl.domain.errors import QueuectlError
+from queuectl.host import procs
 
 # Sockets come from `_socket`, the C module under `socket`, imported where one is made: `queuectl enqueue`
 # sends at most a datagram per local worker (none when none runs), and the `socket` wrapper's enums and
@@ -43,9 +45,6 @@ def wake_local_workers(store) -> None:
     """Wake the workers of `store` that run on this host and boot by a datagram each, so that they claim, or look
     for cancel requests, at once rather than at their next poll or heartbeat: the after-commit hook that callers
     hand to queuectl.store.open_store. Never raises: the poll is the fallback, and the work is committed already."""
-    from queuectl.host import procs
-    from queuectl.domain.errors import QueuectlError
-
     try:
         poke(pid for pid, boot in store.worker_pids(procs.hostname()) if procs.same_boot(boot))
     except (QueuectlError, OSError):

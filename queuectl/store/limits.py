@@ -32,6 +32,7 @@ from queuectl.domain.clock import Instant, instant
 from queuectl.domain.models import QueueLimit
 from queuectl.store import fragments, timing
 from queuectl.store.core import JOB_COLUMNS, SqlCore
+from queuectl.domain.errors import InvalidInput
 
 #: Seconds added to a rate limit's window (see the module).
 RATE_SLACK = 0.5
@@ -176,8 +177,6 @@ def limits_for_claim(c, queues: Sequence[str], for_update: str) -> list:
 
 def check_limits(concurrency=UNCHANGED, rate=UNCHANGED) -> None:
     """Raise InvalidInput unless `concurrency` and `rate` are as set_limit takes them (None and UNCHANGED pass)."""
-    from queuectl.domain.errors import InvalidInput
-
     if concurrency not in (UNCHANGED, None) and not 1 <= concurrency <= MAX_COUNT:
         raise InvalidInput(f"--concurrency must be from 1 to {MAX_COUNT}, got {concurrency}")
     if rate not in (UNCHANGED, None) and (not 1 <= rate[0] <= MAX_COUNT or not 0 < rate[1] <= MAX_WINDOW):

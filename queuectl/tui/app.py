@@ -19,7 +19,7 @@ import curses
 import signal
 import time
 
-from queuectl.domain.errors import DatabaseUnavailable
+from queuectl.domain.errors import DatabaseUnavailable, NotFound
 from queuectl.tui import layout, model
 from queuectl.domain.models import printable
 from queuectl.tui.layout import ASCII, UNICODE, cells
@@ -166,8 +166,6 @@ class Top:
 
     def read_job(self) -> None:
         """Read the followed job and its output; an outage or a job gone is said in the job view's footer."""
-        from queuectl.domain.errors import NotFound
-
         try:
             self.job = self.source.job(self.job_id)
             self.view.message = ""

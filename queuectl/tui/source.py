@@ -14,23 +14,23 @@ import time
 
 from queuectl.domain.errors import QueuectlError
 from queuectl.tui.model import DEAD_SHOWN, MINUTES, RUNNING_SHOWN, Reading
+from queuectl.api import jobs
+from queuectl.api.database import can_write
+from queuectl.api.history import window
+from queuectl.api.ops import cancel_now, retry, said_paused, set_paused
+from queuectl.api.snapshot import take
+from queuectl.api.units import Units
 
 
 class Source:
     """The api calls of one viewer of `store` (a queuectl.store CommandStore)."""
 
     def __init__(self, store, clock=time.monotonic):
-        from queuectl.api.units import Units
-
         self.store = store
         self.units = Units(clock=clock)
 
     def read(self) -> Reading:
         """Read what one interval shows; raises what the store's reads raise (DatabaseUnavailable in an outage)."""
-        from queuectl.api import jobs
-        from queuectl.api.history import window
-        from queuectl.api.snapshot import take
-
         snap = take(self.store)
         running, _ = jobs.list_jobs(self.store, "processing", limit=RUNNING_SHOWN)
         dead, _ = jobs.list_jobs(self.store, "dead", limit=DEAD_SHOWN)
@@ -39,27 +39,19 @@ class Source:
 
     def job(self, job_id: str):
         """Return job `job_id` with its output as kept so far (queuectl.api.jobs.show); raises NotFound."""
-        from queuectl.api import jobs
-
         return jobs.show(self.store, job_id, output=True)
 
     def can_write(self) -> str | None:
         """None if this user may change the queue, else why not (queuectl.api.database.can_write)."""
-        from queuectl.api.database import can_write
-
         return can_write(self.store)
 
     def toggle_pause(self, queue: str, paused: bool) -> str:
         """Resume `queue` if `paused`, else pause it; return what happened, in words."""
-        from queuectl.api.ops import said_paused, set_paused
-
         return self._act(lambda: said_paused("queue", queue, not paused,
                                              set_paused(self.store, [queue], not paused)[0][1]))
 
     def cancel(self, job_id: str) -> str:
         """Cancel job `job_id` without waiting for a running one to stop; return what happened, in words."""
-        from queuectl.api.ops import cancel_now
-
         def act():  # an outage fails the action, not the view
             result = cancel_now(self.store, job_id)
             return f"job {job_id}: {result.error}" if result.error else f"job {job_id}: {result.description}"
@@ -67,8 +59,6 @@ class Source:
 
     def retry(self, job_id: str) -> str:
         """Move dead or cancelled job `job_id` back to pending; return what happened, in words."""
-        from queuectl.api.ops import retry
-
         return self._act(lambda: f"job {job_id}: retried, now {retry(self.store, [job_id])[0].value}")
 
     @staticmethod

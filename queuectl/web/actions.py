@@ -12,6 +12,12 @@ the CLI's. Each answers with a redirect (303) to the page it came from, saying w
 from __future__ import annotations
 
 from flask import current_app, redirect, url_for
+from queuectl.api import ops
+from queuectl.api.ops import cancel_now, retry, said_paused, set_paused
+from queuectl.api.schedules import set_paused as set_schedule_paused
+from queuectl.api.search import job_filter
+from queuectl.domain.errors import Conflict, NotFound
+from queuectl.web.pages import api_fields, bulk_action, filters
 
 
 def register(app) -> None:
@@ -62,19 +68,13 @@ def said_text(token: str | None) -> str | None:
 
 
 def retry_job(job_id: str):
-    from queuectl.api.ops import retry
-
     [state] = _act(lambda store: retry(store, [job_id]))
     return _back("job", f"job {job_id} retried: now {state.value}", job_id=job_id)
 
 
 def cancel_job(job_id: str):
-    from queuectl.api.ops import cancel_now
-
     result = _act(lambda store: cancel_now(store, job_id))
     if result.error:
-        from queuectl.domain.errors import Conflict, NotFound
-
         if result.was is None:
             raise NotFound(result.error)  # as retry's
         raise Conflict(f"job {job_id}: {result.error}")
@@ -82,18 +82,12 @@ def cancel_job(job_id: str):
 
 
 def queue_paused(queue: str, paused: bool):
-    from queuectl.api.ops import said_paused, set_paused
-
     [(_, changed)] = _act(lambda store: set_paused(store, [queue], paused))
     return _back("queues", said_paused("queue", queue, paused, changed))
 
 
 def schedule_paused(name: str, paused: bool):
-    from queuectl.api.ops import said_paused
-    from queuectl.api.schedules import set_paused
-    from queuectl.domain.errors import NotFound
-
-    [(_, changed)] = _act(lambda store: set_paused(store, [name], paused))
+    [(_, changed)] = _act(lambda store: set_schedule_paused(store, [name], paused))
     if changed is None:
         raise NotFound(f"no schedule {name}")
     return _back("schedules", said_paused("schedule", name, paused, changed))
@@ -103,9 +97,6 @@ def bulk_act():
     """Cancel or retry every job the form's filters match, in batches (queuectl.api.ops)."""
     from flask import request
 
-    from queuectl.api import ops
-    from queuectl.api.search import job_filter
-    from queuectl.web.pages import api_fields, bulk_action, filters
 
     action = bulk_action(request.form.get("action"))
     chosen = filters(request.form)

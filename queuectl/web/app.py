@@ -15,8 +15,12 @@ from pathlib import Path
 
 from queuectl.domain.errors import (Conflict, DatabaseUnavailable, InvalidConfig, InvalidInput, NotFound, PermissionDenied,
                              QueuectlError)
-from queuectl.web import hosts, security
+from queuectl.web import actions, hosts, pages, security
 from queuectl.web.config import WebConfig
+from queuectl.domain.models import printable
+from queuectl.web.actions import said_text
+from queuectl.web.charts import seconds
+from queuectl.web.users import Checker
 
 HERE = Path(__file__).resolve().parent
 #: HTTP statuses of domain errors, most specific class first.
@@ -71,9 +75,6 @@ def create_app(cfg: WebConfig, connections, users: dict | None, allowed: hosts.A
     host name once (default: to stderr)."""
     from flask import Flask, g, request
 
-    from queuectl.web import actions, pages
-    from queuectl.web.charts import seconds
-    from queuectl.web.users import Checker
 
     app = Flask("queuectl.web", root_path=str(HERE), static_folder="static", template_folder="templates")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
@@ -109,8 +110,6 @@ def create_app(cfg: WebConfig, connections, users: dict | None, allowed: hosts.A
 
     @app.errorhandler(QueuectlError)
     def domain_error(e):
-        from queuectl.domain.models import printable
-
         return error(status_for(e), printable(str(e)))
 
     @app.errorhandler(404)
@@ -127,8 +126,6 @@ def create_app(cfg: WebConfig, connections, users: dict | None, allowed: hosts.A
 
     @app.context_processor
     def common():
-        from queuectl.web.actions import said_text
-
         signed_in = g.get("user") is not None  # nothing of the database for a visitor asked to sign in
         return {"said": said_text(request.args.get("said")), "user": g.get("user"), "role": g.get("role"),
                 "may_act": g.get("may_act", False), "csrf_field": security.FIELD, "csrf": g.get("csrf", ""),

@@ -13,6 +13,7 @@ from typing import Callable, Mapping, NamedTuple
 
 from queuectl.domain.errors import InvalidConfig, InvalidInput
 from queuectl.web.hosts import is_loopback, parse_names
+from queuectl.domain.settings import parse_duration
 
 DEFAULT_BIND = "127.0.0.1:8765"
 #: Seconds between two readings of the queue that every open page shares (the pages refresh as often).
@@ -149,8 +150,6 @@ def load(options: Mapping[str, object], site: Mapping[str, str], where: str = "t
 
 
 def _seconds(text: str) -> float:
-    from queuectl.domain.settings import parse_duration
-
     return parse_duration(text, "an interval", forever=False)
 
 

@@ -31,6 +31,7 @@ import threading
 from typing import Callable, Iterable, NamedTuple
 
 from queuectl.domain.errors import InvalidInput
+from queuectl.web.security import HEADERS
 
 #: The names of this host's loopback interface, always answered.
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
@@ -262,7 +263,6 @@ class HostCheck:
             body = ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>421 Misdirected Request</title></head>\n"
                     f"<body><h1>421</h1><p id=\"error\">{html.escape(why)}</p></body></html>\n").encode()
             kind = "text/html; charset=utf-8"
-        from queuectl.web.security import HEADERS
 
         start_response(STATUS, [("Content-Type", kind), ("Content-Length", str(len(body))), *HEADERS.items()])
         return [body]

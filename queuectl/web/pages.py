@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from flask import current_app, render_template, request
 
-from queuectl.domain.errors import InvalidInput
+from queuectl.domain.errors import InvalidInput, PermissionDenied
+from queuectl.api.following import output_since
+from queuectl.api.jobs import attempts, dependencies, exists, list_jobs
+from queuectl.api.ops import bulk_filter
+from queuectl.api.search import job_filter, search as find
+from queuectl.domain.models import JobState
+from queuectl.web.charts import SPANS, throughput
 
 #: The dead letter queue's newest entries and the running jobs the overview shows, at most.
 DEAD_SHOWN, RUNNING_SHOWN = 10, 20
@@ -40,9 +46,6 @@ def register(app) -> None:
 
 
 def overview():
-    from queuectl.api.jobs import list_jobs
-    from queuectl.web.charts import SPANS, throughput
-
     conns = connections()
     snap = conns.snapshot()
     windows = [(name, span, step, *conns.window(span, step)) for name, span, step in SPANS]
@@ -78,16 +81,12 @@ def api_fields(chosen: dict[str, str]) -> dict[str, str]:
 
 def search(store, chosen: dict[str, str], before: int | None = None, limit: int | None = None):
     """Return queuectl.api.search.search's page (of `limit` jobs, default PAGE) for the filters of /jobs."""
-    from queuectl.api.search import search as find
-
     return find(store, before=before, limit=limit or PAGE, **api_fields(chosen))
 
 
 def jobs():
     from flask import redirect, url_for
 
-    from queuectl.api.jobs import exists
-    from queuectl.domain.models import JobState
 
     chosen = filters(request.args)
     try:
@@ -118,12 +117,9 @@ def bulk():
     """The confirmation of a bulk action, with how many jobs match now (an operator's page: it changes nothing)."""
     from flask import g
 
-    from queuectl.domain.errors import PermissionDenied
 
     if not g.may_act:
         raise PermissionDenied("refused: your role may only look")
-    from queuectl.api.ops import bulk_filter
-    from queuectl.api.search import job_filter
 
     action = bulk_action(request.args.get("action"))
     chosen = filters(request.args)
@@ -135,9 +131,6 @@ def bulk():
 def job(job_id: str):
     """A job's page, with its attempts that ended without completing, and its output as kept now (readable without
     script); the page's script follows on from the positions it was read to."""
-    from queuectl.api.following import output_since
-    from queuectl.api.jobs import attempts, dependencies
-
     # Its attempts read first: the job's record (read with its output, in one statement) is never older than them.
     tried, deps, step = connections().read(lambda store: (
         attempts(store, job_id), dependencies(store, job_id), output_since(store, job_id, None, (0, 0))))
@@ -147,8 +140,6 @@ def job(job_id: str):
 
 def output(job_id: str):
     """The job's output past the positions the page has shown: JSON for the page's script."""
-    from queuectl.api.following import output_since
-
     try:
         attempt = int(request.args["attempt"]) if request.args.get("attempt") else None
         positions = (int(request.args.get("out", 0)), int(request.args.get("err", 0)))

@@ -20,6 +20,9 @@ import time
 from typing import Callable
 
 from queuectl.domain.errors import PermissionDenied
+from queuectl.api.history import window
+from queuectl.api.snapshot import take
+from queuectl.api.units import Units
 
 #: Seconds a history read is kept, by span (seconds): the hour's minutes change each minute, a day's or
 #: week's hours each hour, though their newest hour is the one the hour's chart shows, so not for long
@@ -61,8 +64,6 @@ class Connections:
     """
 
     def __init__(self, open_store: Callable[[bool], object], interval: float, clock=time.monotonic, units=None):
-        from queuectl.api.units import Units
-
         self._open = open_store
         self.interval = interval
         self._clock = clock
@@ -115,8 +116,6 @@ class Connections:
 
     def snapshot(self):
         """Return the shared snapshot, read again once `interval` seconds old."""
-        from queuectl.api.snapshot import take
-
         return self.kept(("snapshot",), take, kind="snapshot")
 
     def units(self, snap) -> dict:
@@ -127,8 +126,6 @@ class Connections:
     def window(self, span: float, step: float, by_queue: bool = False):
         """Return queuectl.api.history.window of the last `span` seconds in `step`s (the steps, and the span
         summed), read at most every HISTORY_TTL[span] seconds."""
-        from queuectl.api.history import window
-
         return self.kept(("window", span, step, by_queue),
                          lambda store: window(store, since=span, step=step, by_queue=by_queue),
                          HISTORY_TTL.get(span, 15.0), "history")

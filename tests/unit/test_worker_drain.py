@@ -5,7 +5,6 @@ DRAIN_SAY_EVERY seconds; how the worker ends."""
 
 from __future__ import annotations
 
-import logging
 import signal
 from types import SimpleNamespace
 
@@ -49,17 +48,13 @@ def drain(store, runner):
     return Drain(store, runner, Ledger(), claims, Notifier())
 
 
-def lines(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records]
-
-
-def test_the_first_request_is_announced_and_recorded_once_and_gives_back_the_reserve(store, drain, runner, caplog):
+def test_the_first_request_is_announced_and_recorded_once_and_gives_back_the_reserve(store, drain, runner,
+                                                                                     worker_log):
     worker_id = register(store, "w1")
     runner.start("running", "sleep 30")
     drain.claims.reserve.extend([SimpleNamespace(id="ahead-1"), SimpleNamespace(id="ahead-2")])
-    with caplog.at_level(logging.INFO, logger="queuectl.worker"):
-        assert drain.announce(1, 0) == 1
-    assert lines(caplog) == ["stop requested: draining 1 running job(s); a second signal stops them"]
+    assert drain.announce(1, 0) == 1
+    assert worker_log == ["stop requested: draining 1 running job(s); a second signal stops them"]
     assert drain.notifier.stopping_said == ["draining 1 job(s)"]
     drain.begin(worker_id, NOW)
     drain.begin(worker_id, NOW + 5)  # each turn: recorded once, from the first
@@ -69,13 +64,12 @@ def test_the_first_request_is_announced_and_recorded_once_and_gives_back_the_res
     assert drain.ended(1) == "drained"
 
 
-def test_a_second_request_stops_the_running_jobs_to_be_put_back(drain, runner, caplog):
+def test_a_second_request_stops_the_running_jobs_to_be_put_back(drain, runner, worker_log):
     runner.start("a", "sleep 30")
     runner.start("b", "sleep 30")
     drain.announce(1, 0)
-    with caplog.at_level(logging.INFO, logger="queuectl.worker"):
-        assert drain.announce(2, 1) == 2
-    assert lines(caplog) == ["second stop request: terminating 2 running job(s) and requeueing them"]
+    assert drain.announce(2, 1) == 2
+    assert worker_log[1:] == ["second stop request: terminating 2 running job(s) and requeueing them"]
     assert drain.ledger.forced == {"a", "b"} and drain.ended(2) == "forced"
     ended = []
     while runner.running:
@@ -93,12 +87,11 @@ def test_a_second_request_with_no_job_running_forces_nothing(drain):
     assert drain.ended(0) == "burst"  # no request: out of work
 
 
-def test_what_the_drain_waits_for_is_said_at_once_then_every_few_seconds(drain, runner, caplog):
+def test_what_the_drain_waits_for_is_said_at_once_then_every_few_seconds(drain, runner, worker_log):
     drain.say(MONO)  # nothing runs: nothing to say
     runner.start("j-1", "sleep 30")
-    with caplog.at_level(logging.INFO, logger="queuectl.worker"):
-        drain.say(MONO + 2)
-        drain.say(MONO + 2 + DRAIN_SAY_EVERY - 0.5)
-        drain.say(MONO + 2 + DRAIN_SAY_EVERY)
-    assert lines(caplog) == ["waiting for 1 running job: j-1 (2 s)",
+    drain.say(MONO + 2)
+    drain.say(MONO + 2 + DRAIN_SAY_EVERY - 0.5)
+    drain.say(MONO + 2 + DRAIN_SAY_EVERY)
+    assert worker_log == ["waiting for 1 running job: j-1 (2 s)",
                              f"waiting for 1 running job: j-1 ({2 + DRAIN_SAY_EVERY:g} s)"]

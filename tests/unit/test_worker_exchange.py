@@ -5,8 +5,6 @@ lost."""
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from queuectl.domain.clock import Instant
@@ -97,7 +95,7 @@ def test_a_run_claims_into_the_reserve_and_records_the_ends_it_holds(store):
     assert not exchanger.ledger and not exchanger.attempts  # recorded: forgotten
 
 
-def test_a_failure_is_said_once_with_the_backoff_the_store_chose(store, caplog):
+def test_a_failure_is_said_once_with_the_backoff_the_store_chose(store, worker_log):
     add(store, id="bad", max_retries=3)
     add(store, id="last", max_retries=0)
     exchanger = parts(store)
@@ -106,11 +104,9 @@ def test_a_failure_is_said_once_with_the_backoff_the_store_chose(store, caplog):
     exchanger.attempts["last"] = (1, 0)
     end(exchanger, "bad", RunResult(3, "exit code 3", b"", b"", 0.1))
     end(exchanger, "last", RunResult(None, "killed by signal 9", b"", b"", 0.1))
-    with caplog.at_level(logging.INFO, logger="queuectl.worker"):
-        exchanger.run(MONO, 0, settings)
-    lines = [r.getMessage() for r in caplog.records]
-    assert "job bad: retry 1/3 in 7 s (exit code 3)" in lines
-    assert "job last: dead: killed by signal 9 (attempt 1 of 1)" in lines
+    exchanger.run(MONO, 0, settings)
+    assert "job bad: retry 1/3 in 7 s (exit code 3)" in worker_log
+    assert "job last: dead: killed by signal 9 (attempt 1 of 1)" in worker_log
     assert store.get_job("bad").run_at == NOW + 1 + 7
 
 

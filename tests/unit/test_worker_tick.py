@@ -9,7 +9,6 @@ seconds goes back to the queue. A stop gives back what has not started, with no 
 
 from __future__ import annotations
 
-import logging
 import signal
 
 import pytest
@@ -185,21 +184,6 @@ def test_a_worker_held_up_past_half_stale_after_beats_before_it_starts_a_claimed
     assert worker.tick() is None and worker.exit_code == worker_mod.EXIT_LOST
     assert [j.id for j in worker.claims.reserve] == ["j2", "j3"] and not worker.runner.running  # started neither
     assert [(store.get_job(j).state, store.get_job(j).attempts) for j in ("j2", "j3")] == [(JobState.FAILED, 1)] * 2
-
-
-@pytest.fixture
-def worker_log():
-    """The lines the worker logs (queuectl.worker), whatever the logging set-up earlier tests left."""
-    lines: list[str] = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = lambda record: lines.append(record.getMessage())
-    logger = logging.getLogger("queuectl.worker")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    yield lines
-    logger.removeHandler(handler)
-    logger.setLevel(level)
 
 
 def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_what_it_claimed(
