@@ -31,6 +31,8 @@ from system.container import CACHE, MIRROR, _remove_root, _unmount_under
 HERE = Path(__file__).resolve().parent
 #: The --qemu-command autopkgtest runs (see its docstring).
 QEMU_COMMAND = HERE / "qemu-command"
+#: The virt server autopkgtest runs: autopkgtest-virt-qemu with its fixed allowances scaled (see its docstring).
+VIRT_QEMU = HERE / "virt-qemu"
 SETUP_TESTBED = Path("/usr/share/autopkgtest/setup-commands/setup-testbed")
 #: What an image holds beyond minbase: a kernel that boots, systemd, what autopkgtest needs in the guest
 #: (python3; apt-utils, with which it makes a repository of the .deb there), and every dependency of the

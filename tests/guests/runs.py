@@ -165,7 +165,7 @@ class Runs:
         names = self.chosen[release]
         only = [f"--test-name={name}" for name in names] if len(names) < len(TESTS) else []
         argv = ["autopkgtest", "--output-dir", str(out / "result"), *only, str(deb), f"{tree}/", "--",
-                "qemu", f"--qemu-command={images.QEMU_COMMAND}", "--boot=none", "--ram-size=1536",
+                str(images.VIRT_QEMU), f"--qemu-command={images.QEMU_COMMAND}", "--boot=none", "--ram-size=1536",
                 "--timeout-reboot=300", str(image.disk)]
         # A session of its own: ending it ends autopkgtest-virt-qemu and QEMU too (_end).
         with open(out / "autopkgtest.log", "w") as log:
