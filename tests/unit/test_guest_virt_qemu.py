@@ -41,3 +41,30 @@ def test_every_allowance_is_scaled_and_the_virt_server_run_as_it_is(patience, se
 def test_the_virt_server_runs_through_it():
     r = subprocess.run([str(WRAPPER), "--help"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and r.stdout.startswith("usage: autopkgtest-virt-qemu"), r
+
+
+class Socket:
+    """What the guest's shell wrote, read as one block (as a host that reads late gets it), then nothing more."""
+
+    def __init__(self, data: bytes):
+        self.blocks = [data]
+
+    def recv(self, n: int) -> bytes:
+        if self.blocks:
+            return self.blocks.pop(0)
+        import time
+        time.sleep(0.05)
+        return b""
+
+
+@pytest.mark.skipif(not LIB.exists(), reason="autopkgtest is not installed (apt-get install autopkgtest)")
+def test_a_prompt_read_with_pythons_path_is_not_waited_for_again():
+    wrapper = {"__name__": "virt_qemu"}
+    exec(compile(WRAPPER.read_text(), str(WRAPPER), "exec"), wrapper)
+    import VirtSubproc
+
+    out = VirtSubproc.expect(Socket(b"python3 is /usr/bin/python3\r\n1b2c[3]# "), b"/python", 30)
+    assert b"\n# " not in out  # 5.28 waits for another prompt then
+    assert VirtSubproc.expect(Socket(b""), b"# ", 1) == b"# "  # at once: it came with the path
+    with pytest.raises(VirtSubproc.Timeout):  # a prompt not yet read is waited for, as before
+        VirtSubproc.expect(Socket(b"still running"), b"# ", 1)
