@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from typing import Callable
 
 from queuectl.domain.clock import Instant
 from queuectl.domain.models import DRAIN_SAY_EVERY, waiting_line
@@ -46,11 +47,11 @@ class Drain:
             self.runner.stop_all(signal.SIGTERM)
         return requests
 
-    def begin(self, worker_id: int, now: Instant) -> None:
-        """In each turn of a stopping worker: record once that it drains, and give back what it claimed and has not
-        started."""
+    def begin(self, worker_id: int, now: Callable[[], Instant]) -> None:
+        """In each turn of a stopping worker: record once that it drains (at `now()`, the worker's clocks, read
+        then only), and give back what it claimed and has not started."""
         if not self._recorded:
-            self.store.mark_draining(worker_id, now)
+            self.store.mark_draining(worker_id, now())
             self._recorded = True
         self.give_back(list(self.claims.reserve))
 

@@ -224,7 +224,7 @@ class Worker:
                 self._start_reserved(now)
             stopping = self.stop_requests > 0
             if stopping:
-                self.drain.begin(self.worker_id, self.now())
+                self.drain.begin(self.worker_id, self.now)
                 self.drain.say(now)
             run_due(self.before_exchange, now)
             self.drain.give_back(self.claims.held_back(now, self.runner.running))

@@ -56,8 +56,8 @@ def test_the_first_request_is_announced_and_recorded_once_and_gives_back_the_res
     assert drain.announce(1, 0) == 1
     assert worker_log == ["stop requested: draining 1 running job(s); a second signal stops them"]
     assert drain.notifier.stopping_said == ["draining 1 job(s)"]
-    drain.begin(worker_id, NOW)
-    drain.begin(worker_id, NOW + 5)  # each turn: recorded once, from the first
+    drain.begin(worker_id, lambda: NOW)
+    drain.begin(worker_id, lambda: NOW + 5)  # each turn: recorded once, from the first
     assert store.worker_by_name("w1").draining_since == NOW
     assert not drain.claims.reserve and drain.ledger.release == ["ahead-1", "ahead-2"]
     assert list(runner.running) == ["running"] and not drain.ledger.forced  # it runs to its end
