@@ -9,7 +9,6 @@ from queuectl.domain.errors import InvalidConfig, InvalidInput, QueuectlError
 from queuectl.domain.jobspec import check_queue
 from queuectl.domain.models import DRAIN_SAY_EVERY, JobState, printable, waiting_line
 from queuectl.host.control import select_workers, stop_workers
-from queuectl.worker import Worker, check_name, default_name
 
 #: Seconds a stop waits before its first line on what it waits for (a drain of idle workers says nothing).
 SAY_AFTER = 1.0
@@ -25,6 +24,8 @@ def worker_for(store_for: Callable[[], object], name: str | None = None, slots: 
     of `from_environment`: "name", "queues"): a unit's setting, which a restart would not fix (exit 78, which
     the unit does not restart on). Raises what Worker and `store_for` raise (InvalidConfig, DatabaseError).
     """
+    from queuectl.worker import Worker, check_name, default_name  # a command's work: `worker stop` runs none of it
+
     def checked(field: str, variable: str, check):
         try:
             return check()
