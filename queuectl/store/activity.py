@@ -15,8 +15,8 @@ the minutes it deletes into the queue's row of minute 0 (RETIRED), so that the s
 which `queuectl metrics` exposes as counters, never go down.
 
 The bounds and the columns are rendered into both engines' schema steps (SQLite 11, PostgreSQL 10): a
-change to them needs a new migration step. SqlStore's activity, activity_totals and purge_history call read,
-totals and purge here, which they import when first called: `queuectl enqueue` never loads this module.
+change to them needs a new migration step. SqlStore's activity, activity_totals and purge_history are read,
+totals and purge here.
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ wall-clock reading in Unix seconds, which schedules on the wall clock alone).
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from typing import Any, Sequence
 
 from queuectl.domain.clock import Instant, clock_domain
 from queuectl.domain.models import Job
@@ -68,13 +69,16 @@ def due_params(now: Instant) -> list:
     return [values[slot] for slot in _DUE_SLOTS]
 
 
-class SqlCore:
-    """What each engine supplies to the queue's operations, and what they share.
+class SqlCore(ABC):
+    """An engine: what the queue's operations need of a database, and what they share.
 
-    A subclass sets `self.c` (a connection whose `execute(sql, params)` and
-    `executemany` take `?` placeholders and return a cursor with rows addressable by
-    index and by column name) and `self.defaults`, and implements `_errors`, `_write`,
-    `_claim_rows`, `_claim_within_limits` and the class attributes below.
+    The concern modules (queuectl.store.jobs, exchange, workers, operator, schedules, limits,
+    settings, activity, search) are functions that take an engine as their first argument;
+    queuectl.store.sql.SqlStore gathers them as its methods. An engine (SqliteStore,
+    PostgresStore) sets `self.c` (a connection whose `execute(sql, params)` and `executemany` take
+    `?` placeholders and return a cursor with rows addressable by index and by column name) and
+    `self.defaults`, implements every abstract method below once, and sets the class attributes
+    where its dialect differs.
     """
 
     #: The exception a unique or primary-key violation raises.
@@ -82,6 +86,8 @@ class SqlCore:
     #: Index hints after `FROM jobs` for ready-job and finished-job scans ("" where the planner needs none).
     READY_INDEX = ""
     FINISHED_INDEX = ""
+    #: The index hint of per-queue reads of ready jobs (queuectl.store.limits; "" where the planner needs none).
+    READY_QUEUE_INDEX = ""
     #: Row-lock clauses appended to a SELECT inside a write transaction ("" where a write
     #: transaction already excludes every other writer, as SQLite's BEGIN IMMEDIATE does).
     FOR_SHARE = ""
@@ -108,33 +114,62 @@ class SqlCore:
 
     # -- what each engine supplies ------------------------------------------------------------
 
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Turn the engine's errors into one-line queuectl errors (unique violations pass through)."""
-        raise NotImplementedError
-        yield
+    @abstractmethod
+    def _errors(self) -> AbstractContextManager[None]:
+        """A context manager that turns the engine's errors into one-line queuectl errors (unique violations
+        pass through)."""
 
-    @contextmanager
-    def _write(self) -> Iterator[Any]:
-        """Run the block in one write transaction; roll back on any exception."""
-        raise NotImplementedError
-        yield
+    @abstractmethod
+    def _write(self) -> AbstractContextManager[Any]:
+        """A context manager that runs its block in one write transaction, giving the connection; it rolls
+        back on any exception."""
 
+    @abstractmethod
     def _claim_rows(self, c, worker_id: int, where: str, params: list, limit: int, now: Instant) -> list:
         """Move up to `limit` jobs matching `where` to processing for `worker_id`; return their rows."""
-        raise NotImplementedError
 
+    @abstractmethod
+    def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:
+        """Run `sql` (an UPDATE ... RETURNING of at most one row) once per parameter tuple of `rows`; return
+        each run's row or None, in order (update_each, or the runs sent together)."""
+
+    @abstractmethod
     def _notify(self, c) -> None:
         """Inside a write transaction: wake the workers once it commits, for jobs may be ready or cancels
         requested (never after a rollback). PostgreSQL NOTIFYs; SQLite pokes this host's workers."""
 
+    @abstractmethod
     def describe(self) -> str:
         """The database as it may be shown to a user (never with a password)."""
-        raise NotImplementedError
 
+    @abstractmethod
+    def can_write(self) -> str | None:
+        """Return None if this login may change jobs and queues, else why not."""
+
+    @abstractmethod
     def close(self) -> None:
         """Close the connection."""
-        raise NotImplementedError
+
+    @abstractmethod
+    def clock(self) -> float:
+        """The wall clock this database's times are on, in Unix seconds (this host's on SQLite, the server's
+        on PostgreSQL)."""
+
+    @abstractmethod
+    def wakeup_source(self):
+        """Where wake-ups from other hosts arrive: an object with `fileno()` (readable when one came) and
+        `take()` (consume them); None where the engine has none (SQLite: queuectl.host.wake pokes the worker)."""
+
+    @abstractmethod
+    def maintain(self, worker_id: int) -> None:
+        """Housekeeping a worker does at each heartbeat (none on SQLite)."""
+
+    @abstractmethod
+    def compact(self) -> str | None:
+        """Give all free space back to the filesystem now; return a line saying what was done, or None
+        (PostgreSQL: nothing to do, its autovacuum makes freed space reusable by itself)."""
+
+    # -- what every engine shares ---------------------------------------------------------------
 
     def __enter__(self):
         return self
@@ -142,32 +177,9 @@ class SqlCore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # -- time -----------------------------------------------------------------------------------
-
-    def clock(self) -> float:
-        """The wall clock this database's times are on, in Unix seconds (this host's on SQLite)."""
-        return time.time()
-
     def now(self) -> Instant:
         """This process's clocks now: the store's wall clock, CLOCK_MONOTONIC and its domain."""
         return Instant(self.clock(), time.monotonic(), clock_domain())
-
-    def wakeup_source(self):
-        """Where wake-ups from other hosts arrive: an object with `fileno()` (readable when one came) and
-        `take()` (consume them); None where the engine has none (SQLite: queuectl.host.wake pokes the worker)."""
-        return None
-
-    def maintain(self, worker_id: int) -> None:
-        """Housekeeping a worker does at each heartbeat (none by default)."""
-
-    def compact(self) -> str | None:
-        """Give all free space back to the filesystem now; return a line saying what was done, or None.
-
-        Nothing to do by default: PostgreSQL's autovacuum makes freed space reusable by itself.
-        """
-        return None
-
-    # -- the ready filter, which the claims and the polls share -----------------------------------
 
     @staticmethod
     def _ready_filter(queues: Sequence[str], now: Instant) -> tuple[str, list]:
@@ -180,8 +192,8 @@ class SqlCore:
             return self.c.execute(f"SELECT EXISTS (SELECT 1 FROM jobs {self.READY_INDEX} WHERE {where})",
                                   params).fetchone()[0] == 1
 
-    def _claim_within_limits(self, c, worker_id: int, queues: Sequence[str], limit: int, free: int, limits: list,
-                             now: Instant) -> list:
-        """Claim up to `limit` ready jobs (`free` of them for free slots) keeping the limits of `limits` (the
-        limited queues' rows, locked); return the claimed rows (queuectl.store.limits)."""
-        raise NotImplementedError
+
+def update_each(c, sql: str, rows: list[tuple]) -> list:
+    """Run `sql` (an UPDATE ... RETURNING of at most one row) once per parameter tuple of `rows`, one round trip
+    each; return each run's row or None (SqlCore._update_returning where an engine sends no batch)."""
+    return [c.execute(sql, params).fetchone() for params in rows]

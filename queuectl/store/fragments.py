@@ -3,14 +3,10 @@
 The ready filter, the claim order, the claim's SET list, claiming ahead of free slots within a limit,
 and a job's end as the exchange records it. Each is portable between SQLite and PostgreSQL and takes
 its values through `{slot}`s, as queuectl.store.timing's rules do, rendered in one of two ways:
-`timing.bind` / `timing.placeholders` (`?` placeholders: the statements of SqlStore and of
-PostgreSQL's one-statement exchange) or `timing.render` (SQL names: the body of PostgreSQL's
-claim_limited function, postgres_schema.claim_limited). A fragment's `col` argument is the jobs
-table's alias and a dot ("j.") where a statement joins another table that has columns of the same
-names, else "".
-
-A change to a fragment rendered into claim_limited needs a PostgreSQL migration step that replaces
-the function; tests/unit/test_limits.py pins its fingerprint and fails until there is one.
+`timing.bind` / `timing.placeholders` (`?` placeholders: the statements of the concern modules and of
+PostgreSQL's one-statement exchange) or `timing.render` (SQL expressions: the one-statement exchange's
+values from its JSON records). A fragment's `col` argument is the jobs table's alias and a dot ("j.")
+where a statement joins another table that has columns of the same names, else "".
 """
 
 from __future__ import annotations

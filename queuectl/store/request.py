@@ -33,7 +33,7 @@ class LiveOutput(NamedTuple):
     """Output running job `job_id` wrote since it was last recorded (for `logs --follow`), as raw bytes:
     `stdout` holds its stdout's bytes from byte `stdout_from` (counted from the start of the run) on,
     `stderr` likewise; `written` is how many bytes each stream has had in all (stdout, stderr). A
-    record sent again (its commit unknown) appends nothing twice (SqlStore._record_output)."""
+    record sent again (its commit unknown) appends nothing twice (queuectl.store.exchange._record_output)."""
 
     stdout: bytes
     stderr: bytes

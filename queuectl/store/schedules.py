@@ -1,4 +1,4 @@
-"""Schedules in the store: add, list, remove, pause, and fire due slots (a part of SqlStore).
+"""Schedules in the store: add, list, remove, pause, and fire due slots (functions of the engine, which SqlStore gathers).
 
 Firing: any worker calls `fire_schedules` about once a second (queuectl.scheduler). One
 transaction takes the due schedules (on PostgreSQL FOR UPDATE SKIP LOCKED, so workers of
@@ -32,6 +32,7 @@ from queuectl.store.jobs import insert_run
 if TYPE_CHECKING:
     from queuectl.domain.recurrence import Rule
 
+
 class Fired(NamedTuple):
     """What firing one slot of schedule `schedule` did: `outcome` "added" (job `job_id` was enqueued),
     "skipped" (the previous run `holder` has not ended: overlap skip), "exists" (job `job_id` exists
@@ -62,118 +63,121 @@ def schedule_key(name: str, template: dict, overlap: str) -> str | None:
     return template.get("key") or f"schedule:{name}"
 
 
-class ScheduleStore(SqlCore):
-    """SqlStore's schedule operations (see the module)."""
+def add_schedule(db: SqlCore, name: str, rule: "Rule", template: dict, overlap: str, now: Instant | float,
+                 replace: bool = False) -> Schedule:
+    """Add schedule `name`, or with `replace` replace its rule, template and overlap (its pause, last run
+    and skipped count stay); return it. Its next slot is the first after `now`, on the store's clock.
 
-    def add_schedule(self, name: str, rule: "Rule", template: dict, overlap: str, now: Instant | float,
-                     replace: bool = False) -> Schedule:
-        """Add schedule `name`, or with `replace` replace its rule, template and overlap (its pause, last run
-        and skipped count stay); return it. Its next slot is the first after `now`, on the store's clock.
-
-        `template` must be what jobspec.parse_template returned. Raises Conflict if the name is
-        taken and `replace` is False, InvalidInput for an overlap other than skip and allow.
-        """
-        if overlap not in ("skip", "allow"):
-            raise InvalidInput(f"--overlap is skip or allow, got {overlap!r}")
-        now = instant(now)
-        next_at = rule.next_after(now.wall)
-        values = (rule.kind, rule.expr, rule.zone, json.dumps(template, sort_keys=True), overlap, next_at)
-        try:
-            with self._write() as c:
-                exists = c.execute(f"SELECT 1 FROM schedules WHERE name = ?{self.FOR_UPDATE}", (name,)).fetchone()
-                if exists and not replace:
-                    raise Conflict(f"a schedule named {name!r} exists already; give --replace to replace it")
-                if exists:
-                    c.execute("UPDATE schedules SET kind = ?, expr = ?, zone = ?, template = ?, overlap = ?, next_at = ?"
-                              " WHERE name = ?", (*values, name))
-                else:
-                    c.execute("INSERT INTO schedules (kind, expr, zone, template, overlap, next_at, name, created_at)"
-                              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*values, name, now.wall))
-        except self.UniqueViolation:  # PostgreSQL: another add of the name committed meanwhile
-            raise Conflict(f"a schedule named {name!r} exists already; give --replace to replace it") from None
-        return self.schedules(name)[0]
-
-    def schedules(self, name: str | None = None) -> list[Schedule]:
-        """Every schedule (or only the one named `name`, if it exists), by name, with its last run's state."""
-        where, args = (" WHERE s.name = ?", (name,)) if name is not None else ("", ())
-        with self._errors():
-            return [Schedule.from_row(r) for r in self.c.execute(
-                "SELECT s.*, j.state AS last_state FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job"
-                f"{where} ORDER BY s.name", args)]
-
-    def remove_schedules(self, names: Sequence[str]) -> list[bool]:
-        """Remove schedules, in one transaction; return for each whether it existed. Runs added stay."""
-        with self._write() as c:
-            return [c.execute("DELETE FROM schedules WHERE name = ?", (n,)).rowcount == 1 for n in names]
-
-    def set_schedules_paused(self, names: Sequence[str], paused: bool, now: Instant | float) -> list[bool | None]:
-        """Pause or resume schedules; return for each whether it changed (False: it already was; None: no
-        such schedule). A resumed schedule's next slot is the first after `now`: the slots that passed
-        while it was paused give no catch-up run."""
-        now = instant(now)
-        out: list[bool | None] = []
-        with self._write() as c:
-            for name in names:
-                row = c.execute(f"SELECT kind, expr, zone, paused_at FROM schedules WHERE name = ?{self.FOR_UPDATE}",
-                                (name,)).fetchone()
-                if row is None:
-                    out.append(None)
-                elif paused == (row["paused_at"] is not None):
-                    out.append(False)
-                elif paused:
-                    c.execute("UPDATE schedules SET paused_at = ? WHERE name = ?", (now.wall, name))
-                    out.append(True)
-                else:
-                    next_at = _rule(row).next_after(now.wall)
-                    c.execute("UPDATE schedules SET paused_at = NULL, next_at = ? WHERE name = ?", (next_at, name))
-                    out.append(True)
-        return out
-
-    def next_slot_at(self) -> float | None:
-        """The earliest next slot of the schedules not paused (Unix seconds), or None if there is none."""
-        with self._errors():
-            return self.c.execute("SELECT min(next_at) FROM schedules WHERE paused_at IS NULL").fetchone()[0]
-
-    def fire_schedules(self, now: Instant | float) -> tuple[list[Fired], float | None]:
-        """Fire the slots due at `now` (see the module); return (what each slot did, the earliest next slot
-        afterwards or None). One read when nothing is due; else one write transaction."""
-        now = instant(now)
-        next_at = self.next_slot_at()
-        if next_at is None or next_at > now.wall:
-            return [], next_at
-        with self._write() as c:
-            rows = c.execute(f"SELECT name, kind, expr, zone, template, overlap, next_at FROM schedules"
-                             f" WHERE paused_at IS NULL AND next_at <= ? ORDER BY name{self.SKIP_LOCKED}",
-                             (now.wall,)).fetchall()
-            fired = [self._fire(c, row, now) for row in rows]
-            if any(f.outcome == "added" for f in fired):
-                self._notify(c)
-            next_at = c.execute("SELECT min(next_at) FROM schedules WHERE paused_at IS NULL").fetchone()[0]
-        return fired, next_at
-
-    def _fire(self, c, row, now: Instant) -> Fired:
-        """Fire schedule `row`'s last due slot (standing for any missed before it), and move its next_at on."""
-        from queuectl.domain.recurrence import slot_id
-
-        rule, name = _rule(row), row["name"]
-        template = json.loads(row["template"])
-        key = schedule_key(name, template, row["overlap"])
-        slot = rule.last_until(now.wall)  # at or after next_at, which is due
-        missed = (row["next_at"], slot) if slot > row["next_at"] else None
-        job_id = slot_id(name, slot)
-        try:
-            job = validate_job({**template, "id": job_id, "key": key}, now.wall)
-        except InvalidInput as e:  # a template edited by hand: the slot passes
-            fired = Fired(name, slot, job_id, "invalid", str(e), missed)
-        else:
-            if insert_run(c, job, now):
-                fired = Fired(name, slot, job_id, "added", missed=missed)
+    `template` must be what jobspec.parse_template returned. Raises Conflict if the name is
+    taken and `replace` is False, InvalidInput for an overlap other than skip and allow.
+    """
+    if overlap not in ("skip", "allow"):
+        raise InvalidInput(f"--overlap is skip or allow, got {overlap!r}")
+    now = instant(now)
+    next_at = rule.next_after(now.wall)
+    values = (rule.kind, rule.expr, rule.zone, json.dumps(template, sort_keys=True), overlap, next_at)
+    try:
+        with db._write() as c:
+            exists = c.execute(f"SELECT 1 FROM schedules WHERE name = ?{db.FOR_UPDATE}", (name,)).fetchone()
+            if exists and not replace:
+                raise Conflict(f"a schedule named {name!r} exists already; give --replace to replace it")
+            if exists:
+                c.execute("UPDATE schedules SET kind = ?, expr = ?, zone = ?, template = ?, overlap = ?, next_at = ?"
+                          " WHERE name = ?", (*values, name))
             else:
-                holder = c.execute(f"SELECT id FROM jobs WHERE key = ? AND {KEY_HELD}", (key,)).fetchone() if key else None
-                fired = Fired(name, slot, job_id, "skipped" if holder else "exists", holder and holder[0], missed)
-        added = fired.outcome == "added"
-        c.execute("UPDATE schedules SET next_at = ?, last_slot = ?, last_job = coalesce(?, last_job),"
-                  " fired_at = coalesce(?, fired_at), skipped = skipped + ? WHERE name = ?",
-                  (rule.next_after(slot), slot, job_id if added else None, now.wall if added else None,
-                   int(fired.outcome == "skipped"), name))
-        return fired
+                c.execute("INSERT INTO schedules (kind, expr, zone, template, overlap, next_at, name, created_at)"
+                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*values, name, now.wall))
+    except db.UniqueViolation:  # PostgreSQL: another add of the name committed meanwhile
+        raise Conflict(f"a schedule named {name!r} exists already; give --replace to replace it") from None
+    return schedules(db, name)[0]
+
+
+def schedules(db: SqlCore, name: str | None = None) -> list[Schedule]:
+    """Every schedule (or only the one named `name`, if it exists), by name, with its last run's state."""
+    where, args = (" WHERE s.name = ?", (name,)) if name is not None else ("", ())
+    with db._errors():
+        return [Schedule.from_row(r) for r in db.c.execute(
+            "SELECT s.*, j.state AS last_state FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job"
+            f"{where} ORDER BY s.name", args)]
+
+
+def remove_schedules(db: SqlCore, names: Sequence[str]) -> list[bool]:
+    """Remove schedules, in one transaction; return for each whether it existed. Runs added stay."""
+    with db._write() as c:
+        return [c.execute("DELETE FROM schedules WHERE name = ?", (n,)).rowcount == 1 for n in names]
+
+
+def set_schedules_paused(db: SqlCore, names: Sequence[str], paused: bool, now: Instant | float) -> list[bool | None]:
+    """Pause or resume schedules; return for each whether it changed (False: it already was; None: no
+    such schedule). A resumed schedule's next slot is the first after `now`: the slots that passed
+    while it was paused give no catch-up run."""
+    now = instant(now)
+    out: list[bool | None] = []
+    with db._write() as c:
+        for name in names:
+            row = c.execute(f"SELECT kind, expr, zone, paused_at FROM schedules WHERE name = ?{db.FOR_UPDATE}",
+                            (name,)).fetchone()
+            if row is None:
+                out.append(None)
+            elif paused == (row["paused_at"] is not None):
+                out.append(False)
+            elif paused:
+                c.execute("UPDATE schedules SET paused_at = ? WHERE name = ?", (now.wall, name))
+                out.append(True)
+            else:
+                next_at = _rule(row).next_after(now.wall)
+                c.execute("UPDATE schedules SET paused_at = NULL, next_at = ? WHERE name = ?", (next_at, name))
+                out.append(True)
+    return out
+
+
+def next_slot_at(db: SqlCore) -> float | None:
+    """The earliest next slot of the schedules not paused (Unix seconds), or None if there is none."""
+    with db._errors():
+        return db.c.execute("SELECT min(next_at) FROM schedules WHERE paused_at IS NULL").fetchone()[0]
+
+
+def fire_schedules(db: SqlCore, now: Instant | float) -> tuple[list[Fired], float | None]:
+    """Fire the slots due at `now` (see the module); return (what each slot did, the earliest next slot
+    afterwards or None). One read when nothing is due; else one write transaction."""
+    now = instant(now)
+    next_at = next_slot_at(db)
+    if next_at is None or next_at > now.wall:
+        return [], next_at
+    with db._write() as c:
+        rows = c.execute(f"SELECT name, kind, expr, zone, template, overlap, next_at FROM schedules"
+                         f" WHERE paused_at IS NULL AND next_at <= ? ORDER BY name{db.SKIP_LOCKED}",
+                         (now.wall,)).fetchall()
+        fired = [_fire(db, c, row, now) for row in rows]
+        if any(f.outcome == "added" for f in fired):
+            db._notify(c)
+        next_at = c.execute("SELECT min(next_at) FROM schedules WHERE paused_at IS NULL").fetchone()[0]
+    return fired, next_at
+
+
+def _fire(db: SqlCore, c, row, now: Instant) -> Fired:
+    """Fire schedule `row`'s last due slot (standing for any missed before it), and move its next_at on."""
+    from queuectl.domain.recurrence import slot_id
+
+    rule, name = _rule(row), row["name"]
+    template = json.loads(row["template"])
+    key = schedule_key(name, template, row["overlap"])
+    slot = rule.last_until(now.wall)  # at or after next_at, which is due
+    missed = (row["next_at"], slot) if slot > row["next_at"] else None
+    job_id = slot_id(name, slot)
+    try:
+        job = validate_job({**template, "id": job_id, "key": key}, now.wall)
+    except InvalidInput as e:  # a template edited by hand: the slot passes
+        fired = Fired(name, slot, job_id, "invalid", str(e), missed)
+    else:
+        if insert_run(c, job, now):
+            fired = Fired(name, slot, job_id, "added", missed=missed)
+        else:
+            holder = c.execute(f"SELECT id FROM jobs WHERE key = ? AND {KEY_HELD}", (key,)).fetchone() if key else None
+            fired = Fired(name, slot, job_id, "skipped" if holder else "exists", holder and holder[0], missed)
+    added = fired.outcome == "added"
+    c.execute("UPDATE schedules SET next_at = ?, last_slot = ?, last_job = coalesce(?, last_job),"
+              " fired_at = coalesce(?, fired_at), skipped = skipped + ? WHERE name = ?",
+              (rule.next_after(slot), slot, job_id if added else None, now.wall if added else None,
+               int(fired.outcome == "skipped"), name))
+    return fired

@@ -13,8 +13,7 @@ order) with the range checked on each job. A key, a dependency or a sparse prefi
 terms are checked on each (_narrow). A text filter scans the jobs newest first until a page is full (or, for
 a count, until the cap), since no index holds substrings.
 
-SqlStore's find_jobs, count_jobs, dependencies and job_attempts call find, count, dependencies and attempts here, which they import
-when first called: `queuectl enqueue` never loads this module.
+SqlStore's find_jobs, count_jobs, dependencies and job_attempts are find, count, dependencies and attempts here.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from queuectl.domain.errors import NotFound
 from queuectl.domain.models import Job, JobState
 from queuectl.store.core import JOB_COLUMNS
 from queuectl.store.jobfilter import Attempt, Dependencies, JobFilter, Linked
+from queuectl.store.jobs import with_after
 
 #: How many jobs each way `dependencies` lists at most.
 LINKED_MOST = 100
@@ -98,28 +98,28 @@ def _select(store, f: JobFilter, state: JobState | None, before_seq: int | None,
     return (sql + " WHERE " + " AND ".join(where) if where else sql), params
 
 
-def find(store, f: JobFilter, before_seq: int | None = None, limit: int = 50) -> list[Job]:
-    """Return up to `limit` jobs that `f` matches, newest first (seq descending), only those with seq below
+def find(store, filter: JobFilter, before_seq: int | None = None, limit: int = 50) -> list[Job]:
+    """Return up to `limit` jobs that `filter` matches, newest first (seq descending), only those with seq below
     `before_seq` when given (the next page: the last job's seq), each with its `after` read in."""
-    narrow, dense = _narrow(store, f)
-    if f.queue is not None and f.state is None and not narrow:
+    narrow, dense = _narrow(store, filter)
+    if filter.queue is not None and filter.state is None and not narrow:
         branches, params = [], []
         for number, state in enumerate(JobState):
-            sql, branch_params = _select(store, f, state, before_seq, JOB_COLUMNS, narrow, dense)
+            sql, branch_params = _select(store, filter, state, before_seq, JOB_COLUMNS, narrow, dense)
             branches.append(f"SELECT * FROM ({sql} ORDER BY seq DESC LIMIT ?) AS s{number}")
             params += [*branch_params, limit]
         sql = " UNION ALL ".join(branches)
     else:
-        sql, params = _select(store, f, f.state, before_seq, JOB_COLUMNS, narrow, dense)
+        sql, params = _select(store, filter, filter.state, before_seq, JOB_COLUMNS, narrow, dense)
     with store._errors():
         rows = store.c.execute(f"{sql} ORDER BY seq DESC LIMIT ?", (*params, limit)).fetchall()
-    return store._with_after([Job.from_row(r) for r in rows])
+    return with_after(store, [Job.from_row(r) for r in rows])
 
 
-def count(store, f: JobFilter, cap: int = 10_000) -> int:
-    """Return how many jobs `f` matches, reading at most `cap` + 1 of them: a result above `cap` means more."""
-    narrow, _ = _narrow(store, f)
-    sql, params = _select(store, f, f.state, None, "1", narrow, False)
+def count(store, filter: JobFilter, cap: int = 10_000) -> int:
+    """Return how many jobs `filter` matches, reading at most `cap` + 1 of them: a result above `cap` means more."""
+    narrow, _ = _narrow(store, filter)
+    sql, params = _select(store, filter, filter.state, None, "1", narrow, False)
     with store._errors():
         return store.c.execute(f"SELECT count(*) FROM ({sql} LIMIT ?) AS matched", (*params, cap + 1)).fetchone()[0]
 

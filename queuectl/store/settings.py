@@ -10,34 +10,32 @@ from queuectl.domain.errors import InvalidConfig
 from queuectl.store.core import SqlCore
 
 
-class SettingsStore(SqlCore):
-    """SqlStore's settings (see each method)."""
+def settings(db: SqlCore) -> dict[str, Any]:
+    """Return every setting's value in force (stored or default), by canonical key.
 
-    def settings(self) -> dict[str, Any]:
-        """Return every setting's value in force (stored or default), by canonical key.
+    Raises InvalidConfig if a stored value is not valid (for example edited by hand).
+    """
+    with db._errors():
+        return read_settings(db.c, db.defaults)
 
-        Raises InvalidConfig if a stored value is not valid (for example edited by hand).
-        """
-        with self._errors():
-            return read_settings(self.c, self.defaults)
 
-    def set_setting(self, key: str, raw: Any) -> Any:
-        """Validate and store one setting; return its typed value.
+def set_setting(db: SqlCore, key: str, raw: Any) -> Any:
+    """Validate and store one setting; return its typed value.
 
-        Raises InvalidInput for an unknown key, a bad value, or one that breaks the rule
-        stale-after > 2 x heartbeat-interval.
-        """
-        name = settings_mod.canonical_key(key)
-        value = settings_mod.parse_value(name, raw)
-        with self._write() as c:
-            # a bad stored value of `name` can be fixed
-            merged = {**read_settings(c, self.defaults, skip=name), name: value}
-            settings_mod.check_consistent(merged)
-            c.execute(
-                "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (name, json.dumps(value)),
-            )
-        return value
+    Raises InvalidInput for an unknown key, a bad value, or one that breaks the rule
+    stale-after > 2 x heartbeat-interval.
+    """
+    name = settings_mod.canonical_key(key)
+    value = settings_mod.parse_value(name, raw)
+    with db._write() as c:
+        # a bad stored value of `name` can be fixed
+        merged = {**read_settings(c, db.defaults, skip=name), name: value}
+        settings_mod.check_consistent(merged)
+        c.execute(
+            "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (name, json.dumps(value)),
+        )
+    return value
 
 
 def read_settings(c, defaults: dict[str, Any], skip: str | None = None) -> dict[str, Any]:

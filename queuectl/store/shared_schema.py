@@ -42,6 +42,7 @@ def dependency_failed(dep_id: str, state: str) -> str:
     when the job was enqueued: CANCEL_DEPENDANTS's wording."""
     return f"dependency {dep_id} {'is dead' if state == 'dead' else 'was cancelled'}"
 
+
 #: Recurring jobs (`queuectl schedule`) and queue limits (`queuectl limit`), as both engines make them
 #: (SCHEDULE_PK, REAL_T and INT_T stand for each engine's types). A schedule's run is a job whose id
 #: names the schedule and the slot (queuectl.domain.recurrence.slot_id): the jobs' unique id is what makes

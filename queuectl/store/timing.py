@@ -7,12 +7,9 @@ the server's on PostgreSQL), and for the values a rule takes (`{slack}`, `{room}
 Every fragment is rendered in one of two ways:
 
 - `bind(sql, values)`: each slot becomes a `?` placeholder and its value a parameter, in order:
-  the statements of SqlStore, on both engines;
-- `render(sql, names)`: each slot becomes an SQL name: the body of PostgreSQL's claim_limited
-  function (postgres_schema.claim_limited), whose arguments are p_domain, p_mono, p_now, ....
-
-So the function and the statements cannot disagree, and tests/unit/test_postgres.py checks that the
-function in the database is the one rendered from these rules.
+  the statements of the concern modules, on both engines;
+- `render(sql, names)`: each slot becomes an SQL expression: the SET lists of PostgreSQL's
+  one-statement exchange, whose values come from a JSON record per job.
 
 The clock. A time recorded with the boot id and monotonic reading of its writer (a job's due
 time: due_boot, due_mono; a rate-limited claim: queue_starts.boot, mono) is compared on that
@@ -33,8 +30,6 @@ from queuectl.domain.clock import STEP_TOLERANCE, Instant
 
 #: The slots of the reader's clock and the Instant field each is bound to.
 CLOCK_SLOTS = {"domain": "domain", "mono": "mono", "wall": "wall"}
-#: The names of the clock slots in claim_limited's body (its arguments).
-PLPGSQL_CLOCK = {"domain": "p_domain", "mono": "p_mono", "wall": "p_now"}
 
 _SLOT = re.compile(r"\{([a-z_]+)\}")
 
@@ -84,8 +79,7 @@ EXPIRE = (f"DELETE FROM queue_starts WHERE queue = {{queue}} AND {_same_boot('')
           " AND mono <= {mono} - {window} - {slack}",
           "DELETE FROM queue_starts WHERE queue = {queue} AND at <= {wall} - {window} - {slack}"
           f" AND NOT coalesce({_same_boot('')}, 1 = 0)")
-#: Records a claim of {queue} made now, on the reader's clocks (an INSERT ... SELECT: claim_limited adds the
-#: FROM of its claimed jobs).
+#: Records a claim of {queue} made now, on the reader's clocks (an INSERT ... SELECT).
 RECORD = "INSERT INTO queue_starts (queue, at, boot, mono) SELECT {queue}, {wall}, {domain}, {mono}"
 
 

@@ -1,51 +1,16 @@
-"""Queue limits: the time rules of PostgreSQL's claim_limited written once and pinned, and the command line
-(`queuectl limit`: bad input is one line, exit 2, nothing stored). The store's limits on both engines:
+"""Queue limits: the command line (`queuectl limit`: bad input is one line, exit 2, nothing stored). The store's limits on both engines:
 tests/unit/conformance/test_limits.py."""
 
 from __future__ import annotations
 
-import hashlib
 
 import pytest
 
 from support.cli import assert_error
 from support.engines import snapshot
-from queuectl.domain.clock import STEP_TOLERANCE
-from queuectl.store import core as sql_module
-from queuectl.store import fragments, timing
-from queuectl.store.postgres.schema import MIGRATIONS, claim_limited
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES
-
-
-CLAIM_LIMITED_FINGERPRINT = "823120cf58269021"
-
-
-def test_claim_limited_is_rendered_from_the_time_rules_written_once():
-    """PostgreSQL's claim_limited holds each time rule as queuectl.store.timing writes it, the statements of
-    SqlStore the same rules with ? placeholders; the step tolerance and rate slack appear nowhere else."""
-    text = claim_limited()
-    names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack"}
-    for rule in (timing.due("j."), timing.REBASE, *timing.EXPIRE, timing.ahead("room", "p_free")):
-        assert timing.render(rule, names) in text
-    assert timing.render(timing.RECORD, {**names, "queue": "queue"}) in text
-    names["worker"] = "p_worker"
-    for fragment in (fragments.ready("j."), fragments.CLAIM_SET, fragments.allowed("room", "p_free", "n"),
-                     fragments.CLAIM_ORDER, fragments.READY_STATES):
-        assert timing.render(fragment, names) in text
-    assert sql_module.DUE == timing.placeholders(timing.due())[0]
-    assert f"+ {STEP_TOLERANCE}" in text and "{" not in text.replace("'{}'", "")  # every slot rendered
-    assert any(step.endswith(text) for step in MIGRATIONS.values())  # a step installs it as rendered
-
-
-def test_claim_limited_is_pinned_by_its_fingerprint():
-    """A change to a time rule (queuectl.store.timing) must come with a PostgreSQL migration step that replaces
-    claim_limited (run claim_limited() again), then a new fingerprint here; test_postgres.py checks that a migrated
-    database holds the current rendering."""
-    text = claim_limited()
-    assert hashlib.sha256(text.encode()).hexdigest()[:16] == CLAIM_LIMITED_FINGERPRINT, (
-        "a time rule changed: add a PostgreSQL migration step that runs claim_limited(), then update the fingerprint")
 
 
 # -- the command line -----------------------------------------------------------------------------------

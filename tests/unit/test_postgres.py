@@ -7,7 +7,6 @@ NOTIFY, the server's clock, server restarts): tests/processes/test_postgres_work
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -22,10 +21,9 @@ from support.backdoor import behind_queuectls_back
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 from queuectl.domain.models import JobState
 from queuectl.store import open_store
-from queuectl.store.postgres.schema import SCHEMA_VERSION, claim_limited
+from queuectl.store.postgres.schema import SCHEMA_VERSION
 from support.pgserver import free_port
 from unit import test_store_sqlite
-from unit.test_limits import CLAIM_LIMITED_FINGERPRINT
 
 PASSWORD = "s3cret-pw"  # the pg_server fixture's qpass role
 
@@ -265,11 +263,8 @@ test_expire_forgets_exactly_the_claims_whose_age_is_past_the_window = (
     test_store_sqlite.test_expire_forgets_exactly_the_claims_whose_age_is_past_the_window)
 
 
-def test_claim_limited_in_the_database_is_the_current_rendering(store):
-    """A database migrated by this queuectl holds claim_limited as claim_limited() renders it now (its fingerprint
-    is pinned in test_limits.py)."""
-    text = claim_limited()
-    assert hashlib.sha256(text.encode()).hexdigest()[:16] == CLAIM_LIMITED_FINGERPRINT
-    (body,) = store.c.execute("SELECT prosrc FROM pg_proc WHERE proname = 'claim_limited'"
-                              " AND pronamespace = 'queuectl'::regnamespace").fetchone()
-    assert body == text.split("$$", 1)[1].rsplit("$$", 1)[0]
+def test_a_migrated_database_holds_no_second_limited_claim(store):
+    """The limited claim is queuectl.store.limits.claim_within_limits on both engines: the plpgsql function of the
+    same rules that schema versions 6 to 13 held is gone."""
+    assert store.c.execute("SELECT count(*) FROM pg_proc WHERE pronamespace = 'queuectl'::regnamespace"
+                           " AND proname = 'claim_limited'").fetchone()[0] == 0

@@ -44,11 +44,3 @@ def test_enqueue_imports_neither_the_worker_nor_postgresql_nor_other_commands(tm
 def test_help_and_version_open_no_store(args):
     imported = imported_by(*args)
     assert not {m for m in imported if m.startswith("queuectl.store")}, sorted(imported)
-
-
-def test_enqueue_into_an_existing_database_loads_no_activity_history(tmp_path, monkeypatch):
-    # The history's triggers are the database's: enqueue's process loads their module only to migrate.
-    monkeypatch.setenv("QUEUECTL_CONFIG", "")
-    db = str(tmp_path / "q.db")
-    assert "queuectl.store.activity" in imported_by("--db", db, "enqueue", '{"command":"true"}')  # made the schema
-    assert "queuectl.store.activity" not in imported_by("--db", db, "enqueue", '{"command":"true"}')

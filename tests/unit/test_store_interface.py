@@ -5,13 +5,18 @@ method with the documented parameters."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import re
 from pathlib import Path
 
 import pytest
 
+import queuectl.store
 from queuectl.store import CommandStore, Store, WorkerStore
+from queuectl.store.core import SqlCore
+from queuectl.store.sql import SqlStore
 from queuectl.store.postgres import PostgresStore
 from queuectl.store.sqlite import SqliteStore
 
@@ -73,5 +78,44 @@ def test_both_engines_implement_the_documented_interface_with_its_parameters():
         for name, f in documented.items():
             impl = getattr(engine, name, None)
             assert callable(impl), f"{engine.__name__} lacks {name}"
-            assert list(inspect.signature(impl).parameters) == list(inspect.signature(f).parameters), (
+            # After the receiver (self; a concern function's engine, db or store), the same parameters.
+            assert list(inspect.signature(impl).parameters)[1:] == list(inspect.signature(f).parameters)[1:], (
                 engine.__name__, name)
+
+
+def _store_classes() -> list[type]:
+    """Every class that is a store (SqlCore and its subclasses), from the modules of queuectl.store."""
+    for info in pkgutil.walk_packages(queuectl.store.__path__, "queuectl.store."):
+        importlib.import_module(info.name)
+    found, todo = [], [SqlCore]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo += cls.__subclasses__()
+    return found
+
+
+def test_the_store_is_composed_each_method_defined_once_along_its_classes():
+    """Issue 36: concern modules of functions that take the engine, gathered by a facade (SqlStore), not a tower
+    of concern classes: no store class has more than two bases, and none defines again a method that a class it
+    inherits from defines, unless that one is abstract (an engine's hook)."""
+    classes = _store_classes()
+    assert {c.__name__ for c in classes} >= {"SqlCore", "SqlStore", "SqliteStore", "PostgresStore"}
+    for cls in classes:
+        assert len(cls.__bases__) <= 2, cls
+        for name, value in vars(cls).items():
+            if name.startswith("__") or not (inspect.isfunction(value) or isinstance(value, (staticmethod, property))):
+                continue  # a dialect's attribute (a clause, an exception class) is not a method
+            for base in cls.__mro__[1:]:
+                if name in vars(base):
+                    assert getattr(vars(base)[name], "__isabstractmethod__", False), (
+                        f"{cls.__name__}.{name} overrides {base.__name__}.{name}, which is not abstract")
+
+
+def test_each_engine_implements_every_hook_and_a_facade_method_is_a_concern_function():
+    for engine in (SqliteStore, PostgresStore):
+        assert not engine.__abstractmethods__, engine
+    for name, value in vars(SqlStore).items():
+        if not name.startswith("_"):
+            assert inspect.isfunction(value) and value.__module__.startswith("queuectl.store."), name
+            assert value.__module__ != "queuectl.store.sql", name  # the facade defines no operation itself

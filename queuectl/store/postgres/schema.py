@@ -12,13 +12,11 @@ job_run_deltas instead (inserts never wait for each other), readers add them to 
 folded totals, and one worker at a time folds them (PostgresStore.maintain).
 """
 
-import re
 
 from queuectl.store.shared_schema import (ATTEMPT_ENDED, CANCEL_DEPENDANTS, CASCADED, JOB_ATTEMPTS, KEEP_ATTEMPT,
                                          KEY_HELD, KEY_HELD_V6, RECOVERED, RELEASE_DEPENDANTS, SCHEDULES_LIMITS,
                                          SEARCH_INDEXES, START_CLOCKS, STOPPED_WORKERS)
-from queuectl.store import activity, fragments, timing
-from queuectl.store.limits import NO_LIMIT
+from queuectl.store import activity
 
 #: The schema the tables live in.
 SCHEMA = "queuectl"
@@ -49,95 +47,6 @@ BEGIN
     RETURN NULL;
 END $$;"""
 _LOST_TEXT = "n.last_error = 'worker lost'"
-
-#: A claim that keeps the queue limits (queuectl.store.limits), as a function, so that the one-statement
-#: exchange can call it: a VOLATILE function's statements each take a fresh snapshot (READ COMMITTED), so
-#: the counts it takes after locking the limited queues' rows see every claim committed before it got
-#: the locks; one statement alone would count with the snapshot it began with. Its rules are those of
-#: LimitStore._claim_within_limits: each queue with ready jobs in turn (one seek of jobs_ready_queue
-#: each), and of a limited one its room (its limits less its processing jobs and its claims in the
-#: window), of which a claim takes fragments.allowed(room, p_free, n); each queue's first jobs, locked FOR UPDATE
-#: SKIP LOCKED; the first p_claim of all in claim order; the claims of rate-limited queues recorded.
-#: Small statements, each planned once per session (one statement doing it all cost more to plan than
-#: to run). The time rules (due, the rate window and its rebase, claiming ahead) are queuectl.store.timing's,
-#: and the claim's (the ready filter, claim order, SET list and claiming ahead within a limit) are
-#: queuectl.store.fragments', rendered in by claim_limited(). A change to any of them needs a step that
-#: replaces this function (tests/unit/test_limits.py fails until there is one). p_leaving names jobs of p_worker that the calling statement ends or gives
-#: back: their places count as free (the caller's own changes are not yet visible to the function). Returns
-#: the claimed rows. Placeholders: REBASE, EXPIRE, ALLOWED, READY_STATES, READY_JOB, CLAIM_ORDER, CLAIM_SET, RECORD,
-#: NO_LIMIT (queuectl.store.limits).
-_CLAIM_LIMITED = """
-CREATE OR REPLACE FUNCTION claim_limited(p_worker bigint, p_queues text[], p_claim integer, p_free integer,
-                              p_now double precision, p_domain text, p_mono double precision, p_slack double precision,
-                              p_leaving text[])
-RETURNS SETOF jobs LANGUAGE plpgsql SET search_path = queuectl AS $$
-DECLARE
-    q text;
-    lim record;
-    room bigint;
-    n bigint;
-    picked bigint[] := '{}';
-    chosen bigint[];
-    rated text[] := '{}';
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM workers WHERE id = p_worker) THEN
-        RETURN;
-    END IF;
-    PERFORM 1 FROM queues WHERE (concurrency IS NOT NULL OR rate_count IS NOT NULL)
-        AND (cardinality(p_queues) = 0 OR name = ANY(p_queues)) ORDER BY name FOR UPDATE;
-    q := '';
-    LOOP
-        IF cardinality(p_queues) > 0 THEN  -- the worker's queues, in turn
-            q := (SELECT min(x) FROM unnest(p_queues) x WHERE x > q);
-        ELSE  -- the next queue with ready jobs: one seek of jobs_ready_queue
-            q := (SELECT queue FROM jobs WHERE READY_STATES AND queue > q ORDER BY queue LIMIT 1);
-        END IF;
-        EXIT WHEN q IS NULL;
-        n := p_claim;
-        SELECT concurrency, rate_count, rate_window INTO lim FROM queues
-            WHERE name = q AND (concurrency IS NOT NULL OR rate_count IS NOT NULL);
-        IF FOUND THEN
-            room := NO_LIMIT;
-            IF lim.concurrency IS NOT NULL THEN
-                room := least(room, lim.concurrency - (SELECT count(*) FROM jobs j WHERE j.queue = q
-                    AND j.state = 'processing' AND NOT (j.worker_id = p_worker AND j.id = ANY(p_leaving))));
-            END IF;
-            IF lim.rate_count IS NOT NULL THEN
-                REBASE;
-                EXPIRE;
-                room := least(room, lim.rate_count - (SELECT count(*) FROM queue_starts s WHERE s.queue = q));
-                rated := rated || q;
-            END IF;
-            n := ALLOWED;
-        END IF;
-        IF n > 0 THEN
-            picked := picked || ARRAY(SELECT j.seq FROM jobs j WHERE j.queue = q AND READY_JOB
-                ORDER BY CLAIM_ORDER LIMIT n FOR UPDATE SKIP LOCKED);
-        END IF;
-    END LOOP;
-    chosen := ARRAY(SELECT seq FROM jobs WHERE seq = ANY(picked) ORDER BY CLAIM_ORDER LIMIT p_claim);
-    IF cardinality(rated) > 0 THEN
-        RECORD FROM jobs WHERE seq = ANY(chosen) AND queue = ANY(rated);
-    END IF;
-    RETURN QUERY UPDATE jobs j SET CLAIM_SET WHERE j.seq = ANY(chosen) RETURNING j.*;
-END $$;
-"""
-
-
-def claim_limited() -> str:
-    """Return the CREATE OR REPLACE FUNCTION of claim_limited with the rules of queuectl.store.timing and
-    queuectl.store.fragments rendered in (its arguments for the clock: p_domain, p_mono, p_now; the worker:
-    p_worker; the queue: q; its window: lim.rate_window; slack: p_slack)."""
-    names = {**timing.PLPGSQL_CLOCK, "queue": "q", "window": "lim.rate_window", "slack": "p_slack", "worker": "p_worker"}
-    rules = {"REBASE": timing.REBASE, "EXPIRE": ";\n                ".join(timing.EXPIRE),
-             "ALLOWED": fragments.allowed("room", "p_free", "n"), "READY_STATES": fragments.READY_STATES,
-             "READY_JOB": fragments.ready("j."), "CLAIM_ORDER": fragments.CLAIM_ORDER, "CLAIM_SET": fragments.CLAIM_SET,
-             "RECORD": timing.RECORD.replace("{queue}", "queue"), "NO_LIMIT": str(NO_LIMIT)}
-    text = _CLAIM_LIMITED
-    for token, sql in rules.items():
-        text = re.sub(rf"\b{token}\b", lambda _m, sql=sql: timing.render(sql, names), text)
-    return text
-
 
 #: MIGRATIONS[n] takes the schema from version n-1 to n. Append; never edit a released step.
 #: Each runs in one transaction whose search_path is the schema alone (SET LOCAL), so its bare
@@ -251,7 +160,7 @@ ALTER FUNCTION jobs_count_update() SET search_path = queuectl;
     # As SQLite's step 7: dependencies and the blocked state, and output written while a job runs.
     # The trigger is a row trigger whose function's statements each take a fresh snapshot (a
     # VOLATILE function's, in READ COMMITTED): so a completion that waited for an enqueue's lock on
-    # the dependency (SqlStore._dependencies) sees the dependant that enqueue committed.
+    # the dependency (queuectl.store.jobs._dependencies) sees the dependant that enqueue committed.
     5: f"""
 ALTER TABLE jobs DROP CONSTRAINT jobs_state_check;
 ALTER TABLE jobs ADD CONSTRAINT jobs_state_check
@@ -292,9 +201,10 @@ CREATE TRIGGER jobs_dependants AFTER UPDATE OF state ON jobs FOR EACH ROW
     # claim_limited with the time rules of queuectl.store.timing rendered in; step 8 replaces it, in the same
     # transaction as this step for a database older than version 7, so only step 8 holds it now.)
     7: START_CLOCKS.replace("REAL_T", "double precision"),
-    # claim_limited with every shared fragment rendered in (queuectl.store.fragments: the ready filter, the claim
-    # order and SET list, claiming ahead within a limit), not only the time rules.
-    8: claim_limited(),
+    # As released, this step replaced claim_limited, a plpgsql function that kept the queue limits in a claim, with
+    # every shared fragment rendered in; step 14 drops it, in the same transaction as this step for a database
+    # older than version 8, so this step does nothing now.
+    8: "SELECT 1",
     # As SQLite's step 10: outcome codes, a recovered run told by jobs.end_code rather than its error text.
     9: "ALTER TABLE jobs ADD COLUMN end_code text; CREATE OR REPLACE FUNCTION jobs_count_update() RETURNS trigger"
        " LANGUAGE plpgsql SET search_path = queuectl AS $$"
@@ -325,6 +235,10 @@ CREATE TABLE activity_deltas (
           f"BEGIN\n    {KEEP_ATTEMPT};\n    RETURN NULL;\nEND $$;\n"
           f"CREATE TRIGGER jobs_attempts AFTER UPDATE OF state ON jobs FOR EACH ROW WHEN ({ATTEMPT_ENDED})\n"
           "    EXECUTE FUNCTION jobs_attempts();\n",
+    # The limited claim is one Python function on both engines (queuectl.store.limits.claim_within_limits), no
+    # longer also a plpgsql function of the same rules.
+    14: "DROP FUNCTION IF EXISTS claim_limited(bigint, text[], integer, integer, double precision, text,"
+        " double precision, double precision, text[]);\n",
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

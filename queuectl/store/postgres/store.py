@@ -38,8 +38,9 @@ from queuectl.domain import settings as settings_mod
 from queuectl.domain.clock import Instant
 from queuectl.domain.dburi import redact, uri_error
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
-from queuectl.store import activity
-from queuectl.store.postgres.exchange import OneStatementExchange
+from queuectl.store import activity, operator, workers
+from queuectl.store.postgres import exchange as one_statement
+from queuectl.store.sql import SqlStore
 from queuectl.store.postgres.schema import CHANNEL, MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
 
 try:
@@ -64,6 +65,7 @@ RECONNECT_MIN, RECONNECT_MAX = 0.5, 4.0
 PROBE_TIMEOUT = 5.0
 #: Advisory lock keys (pg_advisory_xact_lock): schema migration, counter folding.
 LOCK_MIGRATE, LOCK_FOLD = 0x51435401, 0x51435402
+
 
 def _missing_driver() -> InvalidConfig:
     return InvalidConfig("a PostgreSQL database needs psycopg 3: apt-get install python3-psycopg"
@@ -196,7 +198,7 @@ class _Wakeups:
         self.conn.close()
 
 
-class PostgresStore(OneStatementExchange):
+class PostgresStore(SqlStore):
     """A queuectl queue in the `queuectl` schema of a PostgreSQL database.
 
     `uri` is a libpq connection URI (postgresql://user@host/dbname,
@@ -240,6 +242,7 @@ class PostgresStore(OneStatementExchange):
         self._offset: float | None = None  # server wall clock minus this host's CLOCK_BOOTTIME
         self._wakeups: _Wakeups | None = None
         self._session_checked = False
+        self._limits_seen: frozenset[str] = frozenset()  # the limited queues the last claim saw (exchange)
         self._connection()
         with self._errors():
             self._migrate()
@@ -391,13 +394,22 @@ class PostgresStore(OneStatementExchange):
             after = time.clock_gettime(time.CLOCK_BOOTTIME)
         self._offset = server - (before + after) / 2
 
+    # -- the operations that are PostgreSQL's own, claims, wake-ups, maintenance ------------------
+
+    exchange = one_statement.exchange  # the hot path in one statement, else queuectl.store.exchange's
+    purge = operator.purge
+    _claim_rows = staticmethod(one_statement.claim_rows)
+    _update_returning = staticmethod(one_statement.update_returning)
+
     def heartbeat(self, worker_id: int, now: Instant | float) -> bool:
-        """Record the heartbeat (see SqlStore.heartbeat), then read the server's clock again."""
-        alive = super().heartbeat(worker_id, now)
+        """Record the heartbeat (queuectl.store.workers.heartbeat), then read the server's clock again."""
+        alive = workers.heartbeat(self, worker_id, now)
         self._sync_clock()
         return alive
 
-    # -- claims, wake-ups, maintenance ---------------------------------------------------------
+    def compact(self) -> None:
+        """Nothing: PostgreSQL's autovacuum makes freed space reusable by itself."""
+        return None
 
     def _notify(self, c) -> None:
         c.execute(f"NOTIFY {CHANNEL}")  # delivered at commit; one per transaction, however many rows

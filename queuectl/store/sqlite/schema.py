@@ -1,5 +1,6 @@
 """The SQLite schema and its forward migrations, keyed by PRAGMA user_version."""
 
+from queuectl.store import activity
 from queuectl.store.shared_schema import (ATTEMPT_ENDED, CANCEL_DEPENDANTS, CASCADED, JOB_ATTEMPTS, KEEP_ATTEMPT,
                                          KEY_HELD, KEY_HELD_V6, RECOVERED, RELEASE_DEPENDANTS, SCHEDULES_LIMITS,
                                          SEARCH_INDEXES, START_CLOCKS, STOPPED_WORKERS)
@@ -88,22 +89,8 @@ WHEN OLD.state = 'processing' AND NEW.state IS NOT 'processing' AND NEW.started_
 END;
 """
 
-class _Steps(dict):
-    """The migration steps, by version; a step given as a function is rendered when it is read, so that its
-    makings load only when a database needs the step (step 11's from queuectl.store.activity, which
-    `queuectl enqueue` does not import)."""
-
-    def __getitem__(self, step: int) -> str:
-        text = super().__getitem__(step)
-        return text() if callable(text) else text
-
-
-def _activity() -> str:
-    """Step 11: activity history (queuectl.store.activity), per queue and minute, recorded by a trigger as jobs
-    change."""
-    from queuectl.store import activity
-
-    return f"""
+#: Step 11: activity history (queuectl.store.activity), per queue and minute, recorded by a trigger as jobs change.
+_ACTIVITY = f"""
 CREATE TABLE activity (
     {activity.table("REAL", "INTEGER")}
 ) WITHOUT ROWID;
@@ -112,7 +99,7 @@ CREATE INDEX activity_minute ON activity (minute);
 
 
 #: MIGRATIONS[n] takes a database from user_version n-1 to n. Append; never edit a released step.
-MIGRATIONS: dict[int, str] = _Steps({
+MIGRATIONS: dict[int, str] = {
     1: """
 CREATE TABLE jobs (
     seq         INTEGER PRIMARY KEY,          -- enqueue order
@@ -316,8 +303,8 @@ END;
 ALTER TABLE jobs ADD COLUMN end_code TEXT;    -- recovered: its last run's worker was lost; NULL: any other end
 DROP TRIGGER jobs_count_runs;
 """ + _COUNT_RUNS.replace("RECOVERED_WHEN", f"NEW.end_code = '{RECOVERED}'"),
-    # Activity history: _activity.
-    11: _activity,
+    # Activity history: _ACTIVITY.
+    11: _ACTIVITY,
     # Workers that ended, kept for `status` (STOPPED_WORKERS, both engines).
     12: STOPPED_WORKERS.replace("SEQ_PK", "INTEGER PRIMARY KEY").replace("REAL_T", "REAL").replace("INT_T", "INTEGER"),
     # Finding jobs by idempotency key, ended or not (queuectl.store.search; SEARCH_INDEXES).
@@ -327,7 +314,7 @@ DROP TRIGGER jobs_count_runs;
     14: JOB_ATTEMPTS.replace("INT_T", "INTEGER").replace("REAL_T", "REAL").replace("WITHOUT_ROWID", " WITHOUT ROWID")
         + f"CREATE TRIGGER jobs_attempts AFTER UPDATE OF state ON jobs\nWHEN {ATTEMPT_ENDED} BEGIN\n"
           f"    {KEEP_ATTEMPT};\nEND;\n",
-})
+}
 
 #: Steps that rebuild a table referenced by a foreign key: foreign keys must be off around them.
 REBUILDS = {4, 7}

@@ -15,12 +15,15 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from queuectl.domain import settings as settings_mod
-from queuectl.domain.clock import Instant
+from queuectl.domain.clock import Instant, instant
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidInput, PermissionDenied
 from queuectl.store.sqlite.schema import APPLICATION_ID, MIGRATIONS, REBUILDS, SCHEMA_VERSION
 from queuectl.store.fragments import CLAIM_ORDER, CLAIM_SET
-from queuectl.store.core import JOB_COLUMNS
-from queuectl.store.sqlite.space import SpaceCare
+from queuectl.store import exchange, operator, workers
+from queuectl.store.base import PURGE_BATCH
+from queuectl.store.core import JOB_COLUMNS, update_each
+from queuectl.store.sqlite import space
+from queuectl.store.sql import SqlStore
 from queuectl.store.timing import placeholders
 
 #: Seconds a connection waits for another writer's lock before reporting "database is locked".
@@ -31,7 +34,7 @@ WAL_SIZE_LIMIT = 64 * 1024 * 1024
 _CLAIM_SET = placeholders(CLAIM_SET)[0]
 
 
-class SqliteStore(SpaceCare):
+class SqliteStore(SqlStore):
     """A queuectl database in one SQLite file.
 
     `defaults` replaces built-in setting defaults (from the site configuration file).
@@ -91,6 +94,37 @@ class SqliteStore(SpaceCare):
     FINISHED_INDEX = "INDEXED BY jobs_finished"
     NOT_INDEXED = "+{0}"
     READY_QUEUE_INDEX = "INDEXED BY jobs_ready_queue"
+
+    # -- the operations that are SQLite's own --------------------------------------------------
+
+    exchange = exchange.exchange
+    heartbeat = workers.heartbeat
+
+    def purge(self, older_than: dict[str, float], now: Instant | float, queue: str | None = None,
+              limit: int = PURGE_BATCH) -> int:
+        """Delete finished jobs (queuectl.store.operator.purge); return how many. Then give freed pages back, at
+        most so often (queuectl.store.sqlite.space.after_purge)."""
+        now = instant(now)
+        deleted = operator.purge(self, older_than, now, queue, limit)
+        space.after_purge(self, deleted, now)
+        return deleted
+
+    def compact(self) -> str | None:
+        """Give every free page back and cut the WAL back now (queuectl.store.sqlite.space.compact)."""
+        return space.compact(self)
+
+    def clock(self) -> float:
+        """This host's wall clock, in Unix seconds."""
+        return time.time()
+
+    def wakeup_source(self) -> None:
+        """None: a SQLite worker is woken by queuectl.host.wake, on this host."""
+        return None
+
+    def maintain(self, worker_id: int) -> None:
+        """Nothing: SQLite's counters are kept in each transaction."""
+
+    # -- connection -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the connection."""
@@ -209,6 +243,9 @@ class SqliteStore(SpaceCare):
                     raise
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
+
+    def _update_returning(self, c, sql: str, rows: list[tuple]) -> list:
+        return update_each(c, sql, rows)
 
     def _claim_rows(self, c, worker_id: int, where: str, params: list, limit: int, now: Instant) -> list:
         # One UPDATE ... RETURNING: inside BEGIN IMMEDIATE no other writer can claim meanwhile.
