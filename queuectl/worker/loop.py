@@ -112,7 +112,7 @@ class Worker:
         self.wakeups = Wakeups(self.store, self.runner)
         self.drain = Drain(self.store, self.runner, self.ledger, self.claims, self.notifier)
         self.starter = Starter(self.runner, self.claims, self.ledger, self.exchange, self.health, self.outage, self.clock)
-        worker_id, config = (lambda: self.worker_id), (lambda: self.config)  # set at registration, each heartbeat
+        worker_id, config = (lambda: self.worker_id), (lambda: self.config)  # set at registration; reloaded at each beat
         self.cancels = Cancels(self.store, worker_id, self.runner, self.claims, self.drain)
         self.at_heartbeat = [RecoveryDuty(self.recovery, worker_id, config, self.now, self.stats)]  # after each beat
         self.before_exchange = [self.cancels]  # their give-backs go with the exchange of the same turn

@@ -5,7 +5,6 @@ reaches the loop with nothing done."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 
 import pytest
@@ -15,7 +14,6 @@ from queuectl.domain.errors import DatabaseError
 from queuectl.domain.models import JobState
 from queuectl.domain.recurrence import parse_rule
 from queuectl.host import procs
-from queuectl.host.runner import Runner
 from queuectl.store import PURGE_BATCH, Exchange
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.drain import Drain
@@ -28,7 +26,7 @@ from queuectl.worker.ledger import Ledger
 from support.worker_steps import NOW, add, new_job, register
 from unit.test_recovery import local_worker
 
-MONO = 500.0  # the tests' monotonic clock at NOW
+MONO = 500.0  # the tests' monotonic clock at NOW, the runner's too (tests/unit/conftest.py)
 
 
 class Clocks:
@@ -53,18 +51,6 @@ class Failing:
                 raise DatabaseError("connection lost")
             return fail
         return getattr(self.store, name)
-
-
-@pytest.fixture
-def runner():
-    clock = lambda: clock.t  # noqa: E731
-    clock.t = MONO
-    runner = Runner(1024, clock=clock)
-    yield runner
-    runner.stop_all(signal.SIGKILL)
-    while runner.running:
-        runner.wait(None)
-    runner.close()
 
 
 def ended(runner) -> dict:
