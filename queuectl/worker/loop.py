@@ -111,12 +111,12 @@ class Worker:
         self.health = Health(self.notifier, self.recovery.watch, self.monotonic)
         self.wakeups = Wakeups(self.store, self.runner)
         self.drain = Drain(self.store, self.runner, self.ledger, self.claims, self.notifier)
-        self.starter = Starter(self.runner, self.claims, self.ledger, self.exchange, self.health, self.outage,
-                               self.clock)
-        self.cancels = Cancels(self)
-        self.at_heartbeat = [RecoveryDuty(self, self.recovery)]  # the duties run after each heartbeat
+        self.starter = Starter(self.runner, self.claims, self.ledger, self.exchange, self.health, self.outage, self.clock)
+        worker_id, config = (lambda: self.worker_id), (lambda: self.config)  # set at registration; reloaded at each beat
+        self.cancels = Cancels(self.store, worker_id, self.runner, self.claims, self.drain)
+        self.at_heartbeat = [RecoveryDuty(self.recovery, worker_id, config, self.now, self.stats)]  # after each beat
         self.before_exchange = [self.cancels]  # their give-backs go with the exchange of the same turn
-        self.periodic = [Retention(self), Schedules(self)]  # not while draining
+        self.periodic = [Retention(self.store, worker_id, config, self.now), Schedules(self.store, self.claims, self.now)]
         self.exit_code: int | None = None
         self.wakeups.listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import signal
 
 import pytest
+
+from queuectl.host.runner import Runner
 
 
 @pytest.fixture
@@ -21,3 +24,17 @@ def worker_log():
     yield lines
     logger.removeHandler(handler)
     logger.setLevel(level)
+
+
+@pytest.fixture
+def runner(request):
+    """A real runner (1024 bytes of output kept per job) whose monotonic clock reads the test module's MONO until
+    a test moves it (`runner.clock.t`); what it still runs at the end is killed (SIGKILL) and reaped."""
+    clock = lambda: clock.t  # noqa: E731
+    clock.t = request.module.MONO
+    runner = Runner(1024, clock=clock)
+    yield runner
+    runner.stop_all(signal.SIGKILL)
+    while runner.running:
+        runner.wait(None)
+    runner.close()

@@ -5,19 +5,17 @@ DRAIN_SAY_EVERY seconds; how the worker ends."""
 
 from __future__ import annotations
 
-import signal
 from types import SimpleNamespace
 
 import pytest
 
 from queuectl.domain.models import DRAIN_SAY_EVERY
-from queuectl.host.runner import Runner
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.drain import Drain
 from queuectl.worker.ledger import Ledger
 from support.worker_steps import NOW, register
 
-MONO = 100.0
+MONO = 100.0  # the tests' monotonic clock, the runner's too (tests/unit/conftest.py)
 
 
 class Notifier:
@@ -28,18 +26,6 @@ class Notifier:
 
     def stopping(self, status: str) -> None:
         self.stopping_said.append(status)
-
-
-@pytest.fixture
-def runner():
-    clock = lambda: clock.t  # noqa: E731
-    clock.t = MONO
-    runner = Runner(1024, clock=clock)
-    yield runner
-    runner.stop_all(signal.SIGKILL)
-    while runner.running:
-        runner.wait(None)
-    runner.close()
 
 
 @pytest.fixture

@@ -248,7 +248,7 @@ def test_the_loop_runs_its_duties_in_lists_in_order(worker):
 
 
 def test_retention_is_due_at_once_then_every_half_of_the_shortest_keep_at_most_every_minute(worker):
-    retention = Retention(worker)
+    retention = Retention(worker.store, lambda: worker.worker_id, lambda: worker.config, worker.now)
     assert retention.due(0.0) and retention.wake_at() == float("inf")
     worker.store.set_setting("keep-completed", "10")
     worker.config = worker.store.settings()
@@ -261,7 +261,7 @@ def test_retention_is_due_at_once_then_every_half_of_the_shortest_keep_at_most_e
 
 
 def test_schedules_look_again_within_check_every(worker):
-    schedules = Schedules(worker)
+    schedules = Schedules(worker.store, worker.claims, worker.now)
     assert schedules.due(0.0)
     schedules.run(worker.monotonic())
     assert schedules.wake_at() == worker.monotonic() + CHECK_EVERY

@@ -5,13 +5,10 @@ last attempt's start is recorded first, and a failure to record it starts nothin
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable
-from queuectl.host.runner import Runner
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.exchange import Exchanger
 from queuectl.worker.health import Health, Stats
@@ -23,7 +20,7 @@ from support.worker_steps import NOW, add, register
 
 pytestmark = BOTH_ENGINES
 
-MONO = 300.0
+MONO = 300.0  # the tests' monotonic clock, the runner's too (tests/unit/conftest.py)
 
 
 class Notifier:
@@ -44,16 +41,6 @@ class FailingRecords:
 
     def __getattr__(self, name):
         return getattr(self.store, name)
-
-
-@pytest.fixture
-def runner():
-    runner = Runner(1024, clock=lambda: MONO)
-    yield runner
-    runner.stop_all(signal.SIGKILL)
-    while runner.running:
-        runner.wait(None)
-    runner.close()
 
 
 def starter_of(store, runner, slots: int = 2) -> Starter:

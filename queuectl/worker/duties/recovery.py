@@ -35,13 +35,14 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from queuectl.host import liveness, procs
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import Conflict
 from queuectl.domain.models import JobState, WorkerInfo
 from queuectl.store import JobProcess, WorkerStore
+from queuectl.worker.health import Stats
 
 log = logging.getLogger("queuectl.worker")
 
@@ -130,23 +131,31 @@ class Recovery:
 class RecoveryDuty:
     """The recovery duty: a sweep of the other workers at each of this worker's heartbeats.
 
-    `worker` is the Worker it serves (its store, worker_id, config, clocks and stats);
-    `recovery` its watch over the others.
+    It takes what it uses: `recovery`, this worker's watch over the others; `worker_id`, the registered
+    worker's id (a callable, read at each sweep); `settings`, the settings in force (a callable: the worker
+    reloads them at each heartbeat); `now`, the worker's clocks (a queuectl.domain.clock.Instant); and the
+    stats whose `recovered` it keeps up to date.
     """
 
-    def __init__(self, worker, recovery: Recovery):
-        self.worker = worker
-        self.recovery = recovery
+    def __init__(self, recovery: Recovery, worker_id: Callable[[], int], settings: Callable[[], dict],
+                 now: Callable[[], Instant], stats: Stats):
+        self.recovery, self.worker_id, self.settings, self.now, self.stats = recovery, worker_id, settings, now, stats
 
     def due(self, now: float) -> bool:
         """Return True: the loop runs this duty at each heartbeat, and only then."""
         return True
 
-    def run(self, now: float) -> None:
-        """Sweep (Recovery.sweep) and count what was recovered; raises DatabaseError if it fails."""
-        w = self.worker
-        self.recovery.sweep(w.worker_id, w.now(), w.config)
-        w.stats.recovered = self.recovery.recovered
+    def run(self, now: float) -> int:
+        """Sweep (Recovery.sweep) at the worker's clocks now (`now`, the loop's monotonic reading, is not used)
+        and count what was recovered in the stats; return how many jobs this sweep recovered.
+
+        Raises DatabaseError if the sweep fails: the jobs it recovered before the error are counted in the stats
+        by the next sweep.
+        """
+        before = self.recovery.recovered
+        self.recovery.sweep(self.worker_id(), self.now(), self.settings())
+        self.stats.recovered = self.recovery.recovered
+        return self.recovery.recovered - before
 
     def wake_at(self) -> float:
         """Return inf: the heartbeat's timer turns the loop for it."""

@@ -9,9 +9,12 @@ nothing.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from queuectl.domain.clock import Instant
 from queuectl.domain.models import iso
+from queuectl.store.schedules import Fired
+from queuectl.worker.claims import ClaimPolicy
 
 log = logging.getLogger("queuectl.worker")
 
@@ -22,11 +25,12 @@ CHECK_EVERY = 1.0
 class Schedules:
     """When a worker looks for due slots: `due(now)` says whether a look is due, `run(now)` does one.
 
-    `worker` is the Worker it serves (its store, clocks and claim policy).
+    It takes what it uses: the store; the claim policy, told to claim at once when a slot added a job; and
+    `now`, the worker's clocks (a queuectl.domain.clock.Instant).
     """
 
-    def __init__(self, worker):
-        self.worker = worker
+    def __init__(self, store, claims: ClaimPolicy, now: Callable[[], Instant]):
+        self.store, self.claims, self.now = store, claims, now
         self._at = 0.0  # monotonic time of the next look
 
     def due(self, now: float) -> bool:
@@ -34,24 +38,22 @@ class Schedules:
         return now >= self._at
 
     def wake_at(self) -> float:
-        """Return the monotonic time of the next look."""
+        """Return the monotonic time of the next look (CLOCK_MONOTONIC seconds)."""
         return self._at
 
-    def run(self, now: float) -> None:
-        """Fire what is due; a slot that added a job makes the worker claim now, not at the next poll.
+    def run(self, now: float) -> list[Fired]:
+        """Fire what is due at the worker's clocks now (`now`, the loop's monotonic reading, is not used); log
+        each slot; return what the store did with each (queuectl.store.schedules.Fired).
 
-        Raises DatabaseError if the look fails.
+        A slot that added a job makes the worker claim now, not at the next poll. The next look is due at the
+        next slot's time, CHECK_EVERY seconds later at most. Raises DatabaseError if the look fails.
         """
-        w = self.worker
-        if any(f.outcome == "added" for f in self.fire(w.store, w.now())):
-            w.claims.claim_now()  # claim the new runs now, not at the next poll
-
-    def fire(self, store, now: Instant) -> list:
-        """Fire what is due at `now` (it must carry this process's monotonic reading); log each slot;
-        return what store.fire_schedules returned for each (queuectl.store.schedules.Fired)."""
-        fired, next_slot = store.fire_schedules(now)
-        wait = CHECK_EVERY if next_slot is None else min(CHECK_EVERY, max(0.0, next_slot - now.wall))
-        self._at = now.mono + wait
+        at = self.now()
+        fired, next_slot = self.store.fire_schedules(at)
+        wait = CHECK_EVERY if next_slot is None else min(CHECK_EVERY, max(0.0, next_slot - at.wall))
+        self._at = at.mono + wait
+        if any(f.outcome == "added" for f in fired):
+            self.claims.claim_now()  # claim the new runs now, not at the next poll
         for f in fired:
             if f.missed is not None:
                 log.warning("schedule %s: the slots from %s until %s passed unfired (no worker looked in time): one catch-up"

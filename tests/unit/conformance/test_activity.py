@@ -232,14 +232,16 @@ def test_the_retention_duty_deletes_history_past_keep_history(store):
     store.exchange(w, Exchange(claim=1), [], T0)
     store.exchange(w, Exchange(ended=[Outcome("a", True, 0, None, started_at=T0)]), [], T0 + 1)
     store.maintain(w)
-    duty = Retention(None)
     forever = {**store.settings(), "keep-history": None, "keep-completed": None, "keep-cancelled": None,
                "keep-dead": None}
-    duty.purge(store, w, forever, store.now())
+    settings = dict(forever)
+    duty = Retention(store, lambda: w, lambda: settings, store.now)
+    duty.run(0.0)
     hour = T0 // 3600 * 3600  # kept forever, as its hour: T0 lies decades back, past a day of minutes
     assert history(store, since=60, now=T0 + 59) == []
     assert [(r.at, r.completed) for r in history(store, since=3600, step=3600, now=hour + 3599)] == [(hour, 1)]
-    duty.purge(store, w, {**forever, "keep-history": 86400.0}, store.now())
+    settings["keep-history"] = 86400.0
+    duty.run(0.0)
     assert history(store, since=3600, step=3600, now=hour + 3599) == []
     assert store.activity_totals()["default"].completed == 1
 

@@ -153,7 +153,8 @@ def test_retention_deletes_a_jobs_attempts_with_it(store):
     w = register(store)
     run_once(store, w, "old", bad("old"), NOW)
     run_once(store, w, "kept", bad("kept"), NOW + 9000)
-    Retention(None).purge(store, w, {**store.settings(), "keep-dead": 1000.0}, Instant(NOW + 9100, 100.0, "boot-a"))
+    Retention(store, lambda: w, lambda: {**store.settings(), "keep-dead": 1000.0},
+              lambda: Instant(NOW + 9100, 100.0, "boot-a")).run(100.0)
     with pytest.raises(NotFound):
         attempts(store, "old")
     assert len(attempts(store, "kept")) == 1
