@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Iterable, Sequence
 
-from queuectl.domain.errors import Conflict, InvalidInput, NotFound
 from queuectl.domain import jobspec
+from queuectl.domain.errors import Conflict, InvalidInput, NotFound
 from queuectl.domain.models import job_state
 
 
