@@ -8,11 +8,20 @@ The rooms, each importing only those below it:
     host/              what touches the machine: processes, signals, systemd, wake-ups
     domain/            the queue's vocabulary and rules: records, states, errors, backoff, settings
 
-Imports are at the top of each module, except where a start-up is held, and there only: `queuectl --help`
-imports every command's module to list it (queuectl.cli.COMMANDS), so a command imports its work inside the
-command; `queuectl enqueue` and `--version` import nothing they do not run (bench/startup.py holds an enqueue
-to 1.3 times the start of Python with click, sqlite3 and json; tests/unit/test_startup.py); and the PostgreSQL
-driver loads with a postgresql:// database only (queuectl.store.open_store).
+Imports are at the top of each module. A module is imported inside a function only at a seam, marked
+`# seam:` where it sits:
+- the command table (queuectl.cli.COMMANDS, and `worker`'s): a command's module is imported when the command
+  runs or shows its own help; `queuectl --help` lists the commands by the table's short help and imports none
+  (queuectl.cli.common.LazyGroup). So each command's module imports what it runs, and only it pays for that.
+- the database's driver: the store loads when a command opens its database (queuectl.api.database), so
+  --version and every --help load none; PostgreSQL's driver only for a postgresql:// database
+  (queuectl.store.open_store).
+- enqueue --wait and --follow: what `wait` and `logs -f` run (queuectl.cli.waiting), which a plain enqueue
+  does without.
+- an optional library: the dashboard's Flask (queuectl.cli.web), once it is found, as PostgreSQL's driver.
+`queuectl enqueue` imports nothing it does not run: bench/startup.py holds it to 1.3 times the start of Python
+with click, sqlite3 and json, tests/unit/test_startup.py to what it must not import. Where one command would
+pay for another's imports, they are in modules of their own (queuectl.cli.worker_start, queuectl.api.starting).
 """
 
 __version__ = "0.1.0"

@@ -7,14 +7,16 @@ raises queuectl.domain.errors' domain errors, which each front end maps to its e
 in one place.
 
 - database: which database is in force (--db, QUEUECTL_DB, the configuration file, the XDG
-  default), opening it, a worker's wait for it at start.
-- jobs: enqueue, wait (and enqueue-and-wait's status), follow a job's output.
+  default), and opening it.
+- jobs: enqueue, and jobs read (listed, shown, their attempts and dependencies).
+- waiting, following: wait for jobs to end (and enqueue-and-wait's status), follow a job's output.
 - ops: cancel (and its wait for running jobs to stop), retry, dead letter queue retry, pause
   and resume, purge.
 - schedules, limits, config: schedules (zone inheritance), per-queue limits, settings.
 - status: the status report and the metrics (text, and its file written atomically).
-- workers: stopping this host's workers.
-- waiting, following, outage, snapshot, metrics, conffile: the pieces those are made of.
+- workers, starting: stopping this host's workers; starting one (its store, waited for at start, and
+  the Worker).
+- outage, snapshot, metrics, conffile: the pieces those are made of.
 
 Modules are imported by name (`from queuectl.api import jobs`); this package imports nothing, so
 that each command pays only for what it runs.

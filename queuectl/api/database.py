@@ -1,4 +1,5 @@
-"""Which database a command or a worker uses, and opening it: the one place the api opens a store.
+"""Which database a command or a worker uses, and opening it: the one place the api opens a store (a worker's,
+waited for at its start: queuectl.api.starting).
 
 The commands' database is --db, else QUEUECTL_DB, else `db` in the site configuration file
 (queuectl.api.conffile), else the XDG default. A worker's may differ (`Database.for_worker`).
@@ -10,22 +11,15 @@ configuration file (InvalidConfig, exit 78): restarting will not fix it.
 from __future__ import annotations
 
 import os
-import time
-from typing import TYPE_CHECKING, Callable
 
-from queuectl.domain.errors import DatabaseUnavailable, InvalidConfig, InvalidInput, PermissionDenied
+from queuectl.api import conffile
+from queuectl.domain.dburi import is_uri
+from queuectl.domain.errors import InvalidConfig, InvalidInput, PermissionDenied
+from queuectl.host.wake import wake_local_workers
 
 #: Where the database named came from: what a bad one is reported as (see the module's docstring).
 OPTION, ENVIRONMENT, WORKER_ENVIRONMENT, CONFIG, DEFAULT = (
     "option", "environment", "worker environment", "config", "default")
-
-#: Seconds between tries of an unreachable PostgreSQL server at a worker's start under systemd:
-#: doubling from the first to the second.
-CONNECT_RETRY_MIN, CONNECT_RETRY_MAX = 1.0, 16.0
-
-
-if TYPE_CHECKING:
-    from queuectl.api.conffile import SiteConfig
 
 
 class Database:
@@ -38,17 +32,15 @@ class Database:
     def __init__(self, db: str | None, db_source: str = OPTION):
         self.db = db
         self.db_source = db_source
-        self._site: SiteConfig | None = None
+        self._site: conffile.SiteConfig | None = None
         self._store = None
 
     def __repr__(self) -> str:
         return f"Database({self.db!r}, {self.db_source!r})"
 
-    def site(self) -> SiteConfig:
+    def site(self) -> conffile.SiteConfig:
         """Return the site configuration file's contents (read once); raises InvalidConfig."""
         if self._site is None:
-            from queuectl.api import conffile
-
             self._site = conffile.load()
         return self._site
 
@@ -60,16 +52,12 @@ class Database:
         if site.db:
             self.db_source = CONFIG
             return site.db
-        from queuectl.store.sqlite import default_db_path
-
         self.db_source = DEFAULT
-        return default_db_path()
+        return _stores().default_db_path()
 
     @property
     def is_postgres(self) -> bool:
         """True if the database in force is a PostgreSQL URI."""
-        from queuectl.domain.dburi import is_uri
-
         return is_uri(self.db_path())
 
     def for_worker(self) -> None:
@@ -98,14 +86,11 @@ class Database:
         DatabaseError (DatabaseUnavailable among them) as the store raises them.
         """
         if self._store is None:
-            from queuectl.store import open_store
-            from queuectl.host.wake import wake_local_workers
-
             path = self.db_path()
             if self.db_source == DEFAULT:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
-                self._store = open_store(path, defaults=self.site().defaults, session=session,
+                self._store = _stores().open_store(path, defaults=self.site().defaults, session=session,
                                          after_commit=wake_local_workers, read_only=read_only)
             except PermissionDenied:
                 raise
@@ -117,33 +102,6 @@ class Database:
                     raise InvalidConfig(f"{e} (from {self.site().path})") from None
                 raise
         return self._store
-
-    def worker_store(self, wait: bool, say: Callable[[str], None], sleep: Callable[[float], None] = time.sleep):
-        """Open a worker's store (a session of its own), waiting under systemd for its server.
-
-        Under systemd (NOTIFY_SOCKET set) with `wait`, a PostgreSQL server that cannot be reached
-        yet (it boots, the network comes up: DatabaseUnavailable) is waited for, with STATUS=
-        saying so and `say` getting a line each time the reason changes, retrying every
-        CONNECT_RETRY_MIN to CONNECT_RETRY_MAX seconds: systemd's TimeoutStartSec bounds the wait,
-        and restarting at once would soon hit the unit's start limit. Elsewhere, with `wait` False
-        (a burst worker: a batch that cannot reach its database fails rather than hangs), and on
-        any other error, raises as `store` does.
-        """
-        from queuectl.host.notify import Notifier
-
-        notifier, pause, said = Notifier(), CONNECT_RETRY_MIN, None
-        while True:
-            try:
-                return self.store(session=True)
-            except DatabaseUnavailable as e:
-                if not (wait and notifier.enabled and self.is_postgres):
-                    raise
-                if str(e) != said:
-                    say(f"{e}; waiting for it")
-                    said = str(e)
-                notifier.status(f"waiting for the database: {e}")
-                sleep(pause)
-                pause = min(pause * 2, CONNECT_RETRY_MAX)
 
     def log_dir(self) -> str:
         """Return where a detached worker logs by default: beside a SQLite database, else $XDG_STATE_HOME/queuectl."""
@@ -158,6 +116,19 @@ class Database:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+
+def _stores():
+    """queuectl.store, imported when a command opens its database (or names the default one, which the SQLite
+    store places).
+
+    seam: the database's driver. `queuectl --help`, --version and a command's --help open no database, and
+    load no store (tests/unit/test_startup.py); PostgreSQL's driver loads one step further, with a
+    postgresql:// database only (queuectl.store.open_store).
+    """
+    from queuectl import store  # seam: the database's driver
+
+    return store
 
 
 def open_database(db: str | None = None):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from queuectl.domain.errors import InvalidInput
+from queuectl.domain.jobspec import check_queue
+from queuectl.domain.settings import parse_duration
+from queuectl.store.limits import UNCHANGED, check_limits
 
 
 def parse_rate(text: str) -> tuple[int, float]:
     """Return COUNT/DURATION (30/1m, 5/2s) as (count, window seconds); raises InvalidInput."""
-    from queuectl.domain.settings import parse_duration
-    from queuectl.store.limits import check_limits
-
     count, slash, window = text.partition("/")
     try:
         n = int(count)
@@ -26,8 +26,6 @@ def parse_rate(text: str) -> tuple[int, float]:
 def check(concurrency: int | None = None, rate: str | None = None, clear: bool = False):
     """Check a change of limits before the store is opened: a concurrency, a rate (COUNT/DURATION), or
     `clear` alone; return the rate as `set_limit` takes it (UNCHANGED when None). Raises InvalidInput."""
-    from queuectl.store.limits import UNCHANGED, check_limits
-
     if clear and (concurrency is not None or rate is not None):
         raise InvalidInput("give --clear alone, or --concurrency and/or --rate")
     check_limits(UNCHANGED if concurrency is None else concurrency)
@@ -37,9 +35,6 @@ def check(concurrency: int | None = None, rate: str | None = None, clear: bool =
 def set_limit(store, queue: str, concurrency: int | None = None, rate: str | None = None, clear: bool = False):
     """Set (or with `clear` remove) `queue`'s limits, leaving those not given as they are; return the
     queuectl.domain.models.QueueLimit kept (its `text` is "-" for none). Raises InvalidInput."""
-    from queuectl.domain.jobspec import check_queue
-    from queuectl.store.limits import UNCHANGED
-
     window = check(concurrency, rate, clear)
     check_queue(queue)
     if clear:
@@ -50,8 +45,6 @@ def set_limit(store, queue: str, concurrency: int | None = None, rate: str | Non
 
 def limits(store, queue: str | None = None) -> list:
     """Return the limited queues' QueueLimit (only `queue`'s if given), by name."""
-    from queuectl.domain.jobspec import check_queue
-
     if queue is not None:
         check_queue(queue)
     return [q for q in store.queue_limits() if queue in (None, q.queue)]

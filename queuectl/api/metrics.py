@@ -7,6 +7,8 @@ be zero is written as zero, so that a dashboard's queries see it before its firs
 
 from __future__ import annotations
 
+import os
+
 from queuectl.domain.models import JobState
 from queuectl.api.snapshot import Snapshot
 from queuectl.domain.errors import InvalidInput
@@ -124,9 +126,6 @@ def _histograms(out: Exposition, activity: dict) -> None:
 def check_target(path: str) -> str:
     """Return the absolute path of a metrics file to write; raises InvalidInput for an empty path or a
     missing directory."""
-    import os
-
-
     if not path.strip():
         raise InvalidInput("--output is empty: give a file path")
     target = os.path.abspath(path)
@@ -142,9 +141,6 @@ def write_file(text: str, path: str) -> str:
     Raises InvalidInput for an empty path, a missing directory or a write that fails (the
     temporary file is removed then).
     """
-    import os
-
-
     target = check_target(path)
     tmp = f"{target}.{os.getpid()}.tmp"
     try:

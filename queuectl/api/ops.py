@@ -6,14 +6,16 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Iterator, Sequence
 
+from queuectl.api.outage import Patience
+from queuectl.api.waiting import wait_for_stop
 from queuectl.domain.errors import Conflict, InvalidInput, NotFound
+from queuectl.domain.jobspec import check_queue
 from queuectl.domain.models import Job, JobState
-
-if TYPE_CHECKING:
-    from queuectl.store import CancelResult
-    from queuectl.store.jobfilter import JobFilter
+from queuectl.domain.settings import RETENTION, kept_ages, parse_duration
+from queuectl.store import PURGE_BATCH, CancelResult
+from queuectl.store.jobfilter import JobFilter
 
 #: The states `cancel` takes jobs from, and those it picks by default when it chooses by queue or state.
 CANCELLABLE = (JobState.PENDING, JobState.BLOCKED, JobState.FAILED, JobState.PROCESSING)
@@ -61,10 +63,6 @@ def cancel(store, patience, job_ids: Sequence[str] = (), queue: str | None = Non
     Raises InvalidInput for ids with a queue or states, or for neither; NotFound for a job
     deleted while waited for.
     """
-    from queuectl.api.waiting import wait_for_stop
-    from queuectl.store.jobfilter import JobFilter
-    from queuectl.domain.jobspec import check_queue
-
     if job_ids and (queue or states):
         raise InvalidInput("give job ids, or --queue/--state, not both")
     if not job_ids and not queue and not states:
@@ -91,8 +89,6 @@ def cancel(store, patience, job_ids: Sequence[str] = (), queue: str | None = Non
 def cancel_now(store, job_id: str) -> Cancelled:
     """Cancel job `job_id` without waiting for a running one to stop (its worker is asked to), reading once:
     what a live view's key or button does. An outage fails it at once (DatabaseUnavailable)."""
-    from queuectl.api.outage import Patience
-
     return cancel(store, Patience(lambda line: None, limit=0), [job_id], wait=0)[0]
 
 
@@ -111,8 +107,6 @@ def dlq_retry(store, job_ids: Sequence[str]) -> list[JobState]:
 def set_paused(store, queues: Sequence[str], paused: bool) -> list[tuple[str, bool]]:
     """Pause (workers claim none of their jobs) or resume queues; return (queue, whether it changed) for
     each queue named once. Kept in the database until changed. Raises InvalidInput for a bad name."""
-    from queuectl.domain.jobspec import check_queue
-
     names = [check_queue(q) for q in dict.fromkeys(queues)]
     return list(zip(names, store.set_paused(names, paused, store.now())))
 
@@ -145,10 +139,6 @@ def purge(store, states: Sequence[str] = (), older_than: str | None = None, queu
     batches of queuectl.store.PURGE_BATCH jobs (short transactions that let workers go on).
     Raises InvalidInput for a bad queue, state or duration (and "forever").
     """
-    from queuectl.domain.jobspec import check_queue
-    from queuectl.domain.settings import RETENTION, kept_ages, parse_duration
-    from queuectl.store import PURGE_BATCH
-
     queue = check_queue(queue) if queue else None
     chosen = list(dict.fromkeys(states)) or list(RETENTION)
     bad = [s for s in chosen if s not in RETENTION]

@@ -29,6 +29,7 @@ import time
 from typing import Callable, TypeVar
 
 from queuectl.domain.errors import DatabaseUnavailable, InvalidConfig, InvalidInput
+from queuectl.domain.settings import parse_duration
 
 T = TypeVar("T")
 
@@ -54,8 +55,6 @@ def limit_from_environment(environ=os.environ) -> float:
 
     Raises InvalidConfig (exit 78) for a value that is not a number of seconds or a duration.
     """
-    from queuectl.domain.settings import parse_duration
-
     raw = environ.get(LIMIT_ENV, "")
     if not raw.strip():
         return LIMIT

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 from queuectl.domain.errors import InvalidInput
 from queuectl.domain.jobspec import parse_template
+from queuectl.domain.models import iso
+from queuectl.domain.recurrence import Rule, check_name, local_zone, parse_rule
 
 
 @dataclass(frozen=True)
@@ -27,8 +29,6 @@ def draft(name: str, template: str, cron: str | None = None, every: str | None =
     """Check a schedule to add: `name`, the job JSON `template`, one of `cron` (five fields or @daily...) and
     `every` (30s, 5m...), the cron rule's `zone` (an IANA name; None: see `add`), `overlap`. Raises
     InvalidInput; `every` takes no zone (its slots are multiples since 1970-01-01 UTC)."""
-    from queuectl.domain.recurrence import check_name, parse_rule
-
     check_name(name)
     if every is not None and zone is not None:
         raise InvalidInput("--tz applies to --cron only: the slots of --every are its multiples since 1970-01-01 UTC")
@@ -52,8 +52,6 @@ def add(store, new: Draft, replace: bool = False, warn: Callable[[str], None] = 
     replaced schedule keeps its pause, last run and skipped count. Raises Conflict for a name
     taken without `replace`.
     """
-    from queuectl.domain.recurrence import local_zone
-
     zone, cron = new.zone, new.rule.kind == "cron"
     if zone is None and replace and cron:
         zone = next((s.zone for s in store.schedules(new.name)), None)  # replaced: its zone stays
@@ -68,6 +66,29 @@ def add(store, new: Draft, replace: bool = False, warn: Callable[[str], None] = 
 def list_schedules(store) -> list:
     """Return every schedule (queuectl.domain.models.Schedule), by name."""
     return store.schedules()
+
+
+def to_dict(schedule) -> dict:
+    """Return a schedule (queuectl.domain.models.Schedule) as a JSON-ready dict; times as ISO-8601 UTC, and the next
+    slot also as wall time in its zone (both None while paused: `resume` sets the next slot)."""
+    rule, paused = Rule.of(schedule), schedule.paused_at is not None
+    return {
+        "name": schedule.name,
+        "rule": rule.text,
+        "cron": schedule.expr if schedule.kind == "cron" else None,
+        "every_seconds": int(schedule.expr) if schedule.kind == "every" else None,
+        "zone": schedule.zone,
+        "overlap": schedule.overlap,
+        "paused": paused,
+        "next_at": None if paused else iso(schedule.next_at),
+        "next_local": None if paused else rule.local(schedule.next_at),
+        "last_slot": iso(schedule.last_slot),
+        "last_job": schedule.last_job,
+        "last_state": schedule.last_state.value if schedule.last_state else None,
+        "fired_at": iso(schedule.fired_at),
+        "skipped": schedule.skipped,
+        "template": schedule.template,
+    }
 
 
 def remove(store, names: Sequence[str]) -> list[tuple[str, bool | None]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from queuectl.api.history import rates
 from queuectl.api.metrics import check_target, render, write_file
+from queuectl.api.schedules import to_dict as schedule_dict
 from queuectl.api.snapshot import take
 from queuectl.domain.models import iso
 from queuectl.host import units
@@ -45,7 +46,7 @@ class Status:
                 "keys_held": self.keys_held,
                 "paused": {q: iso(t) for q, t in snap.paused.items()},
                 "limits": {q: lim.to_dict() for q, lim in snap.limits.items()},
-                "schedules": [sch.to_dict() for sch in snap.schedules],
+                "schedules": [schedule_dict(sch) for sch in snap.schedules],
                 "oldest_ready_age": {q: round(a, 3) for q, a in snap.oldest_ready.items()},
                 "retention": snap.retention,
                 "rates": self.rates,

@@ -1,4 +1,5 @@
-"""Waiting for jobs: to end (`queuectl wait`, `enqueue --wait`) or to stop running (`cancel --wait`).
+"""Waiting for jobs: to end (`queuectl wait`, `enqueue --wait`: wait, wait_enqueued) or to stop running
+(`cancel --wait`).
 
 A job has ended when it is completed, dead or cancelled (JobState.ended); it has stopped when it
 is no longer processing (a cancelled job's worker has killed it, or it ended first). The store
@@ -23,6 +24,47 @@ from queuectl.domain.backoff import delay_text, retry_limit
 POLL = 0.1
 #: Seconds between two reads of the jobs whose stop `cancel --wait` waits for.
 STOP_POLL = 0.05
+
+
+def wait(store: CommandStore, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,
+         note: Callable[[str], None] | None = None) -> Waited:
+    """Wait until every job of `job_ids` has ended (completed, dead or cancelled), or `timeout` seconds passed.
+
+    Ids that name no job are returned as `unknown` and nothing is waited for. Reads go through
+    `patience` (queuectl.api.outage.Patience; DatabaseUnavailable when it gives up, which a
+    `timeout` may bring forward). Jobs are read every POLL seconds. `note`, if given, gets a line
+    for each attempt that ends failed meanwhile ("job j1: attempt 2 of 4 failed (exit code 3):
+    retry in 4 s": Attempts).
+    """
+    job_ids = list(dict.fromkeys(job_ids))
+    known = patience.read(lambda: store.jobs_by_id(job_ids), None if timeout is None else time.monotonic() + timeout)
+    unknown = [job_id for job_id in job_ids if job_id not in known]
+    if unknown:
+        return Waited(unknown=unknown)
+    jobs, late = wait_for_end(store, job_ids, patience, timeout, note=note)
+    return Waited({j: jobs[j] for j in job_ids}, [], late)
+
+
+def wait_enqueued(store: CommandStore, job_ids: Sequence[str], patience: Patience,
+                  note: Callable[[str], None] | None = None) -> Waited:
+    """Wait for the jobs of `job_ids`, just enqueued, to end (no timeout); return what the wait saw.
+
+    A job deleted meanwhile (purged) is not waited for. Its `status` is the exit status `enqueue
+    --wait` gives (Waited.status). Raises, and says attempts to `note`, as `wait` does.
+    """
+    job_ids = list(dict.fromkeys(job_ids))
+    jobs, _ = wait_for_end(store, job_ids, patience, note=note)
+    return Waited({j: jobs[j] for j in job_ids if j in jobs})
+
+
+def wait_status(store: CommandStore, job_ids: Sequence[str], patience: Patience,
+                note: Callable[[str], None] | None = None) -> int:
+    """Wait for the jobs of `job_ids` to end (no timeout); return the exit status `enqueue --wait` gives.
+
+    That is exit_status of the first job, in the order given, that did not complete, else 0
+    (Waited.status). Raises, and says attempts to `note`, as `wait` does.
+    """
+    return wait_enqueued(store, job_ids, patience, note).status
 
 
 def wait_for_end(store: CommandStore, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,

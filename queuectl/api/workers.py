@@ -1,43 +1,16 @@
-"""Workers as a front end sees them: starting one (its name and queues checked) and stopping this host's workers
-(drain, or --force)."""
+"""Workers as a front end sees them: stopping this host's workers (drain, or --force). Starting one is
+queuectl.api.starting's, which imports the whole worker: `worker stop` runs none of it."""
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Collection, Sequence
-from queuectl.domain.errors import InvalidConfig, InvalidInput, QueuectlError
-from queuectl.domain.jobspec import check_queue
+from typing import Callable, Sequence
+from queuectl.domain.errors import QueuectlError
 from queuectl.domain.models import DRAIN_SAY_EVERY, JobState, printable, waiting_line
 from queuectl.host.control import select_workers, stop_workers
 
 #: Seconds a stop waits before its first line on what it waits for (a drain of idle workers says nothing).
 SAY_AFTER = 1.0
-
-
-def worker_for(store_for: Callable[[], object], name: str | None = None, slots: int = 1, queues: Sequence[str] = (),
-               burst: bool = False, unit: str | None = None, from_environment: Collection[str] = ()):
-    """Return the queuectl.worker.Worker that `worker start` runs, its store from `store_for()` once its name and
-    queues are checked: `name` (None: HOST-PID; "" is refused), `queues` each a name or several separated by
-    commas (empty ones left out, each named once, in order; none: every queue).
-
-    Raises InvalidInput for a bad name or queue, or InvalidConfig when it came from the environment (a name
-    of `from_environment`: "name", "queues"): a unit's setting, which a restart would not fix (exit 78, which
-    the unit does not restart on). Raises what Worker and `store_for` raise (InvalidConfig, DatabaseError).
-    """
-    from queuectl.worker import Worker, check_name, default_name  # a command's work: `worker stop` runs none of it
-
-    def checked(field: str, variable: str, check):
-        try:
-            return check()
-        except InvalidInput as e:
-            if field in from_environment:
-                raise InvalidConfig(f"{variable}: {e}") from None
-            raise
-
-    name = checked("name", "QUEUECTL_WORKER_NAME", lambda: default_name() if name is None else check_name(name))
-    queues = checked("queues", "QUEUECTL_WORKER_QUEUES",
-                     lambda: tuple(dict.fromkeys(check_queue(q) for arg in queues for q in arg.split(",") if q)))
-    return Worker(store_for(), name=name, slots=slots, queues=queues, burst=burst, unit=unit)
 
 
 def stop(store, patience, names: Sequence[str] = (), timeout: float | None = None, force: bool = False,

@@ -6,15 +6,15 @@ line on stderr and an exit code here, in `EXIT_CODES`.
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import click
 
 from queuectl import __version__
 from queuectl.api.database import ENVIRONMENT, OPTION, Database
-from queuectl.cli.common import HelpGroup
+from queuectl.cli.common import LazyGroup
 from queuectl.domain.errors import Interrupted, InvalidConfig, InvalidInput, QueuectlError
+from queuectl.host.journal import stderr_is_journal
 
 #: Exit codes, most specific class first. Click's own usage errors exit 2 as well.
 EXIT_CODES: tuple[tuple[type[QueuectlError], int], ...] = (
@@ -30,53 +30,64 @@ def exit_code_for(error: QueuectlError) -> int:
     return next(code for cls, code in EXIT_CODES if isinstance(error, cls))
 
 
-#: Each command and the module that defines it, imported only when that command runs (or for
-#: --help), so `queuectl enqueue` does not pay for the worker's imports.
+#: Each command: the module that defines it ("module:attr"), imported only when that command runs or shows its
+#: own help, and its short help (the first sentence of its help), which `queuectl --help` lists without
+#: importing the module (queuectl.cli.common.LazyGroup). So `queuectl enqueue` pays for nothing of the worker,
+#: and --help for no command.
 COMMANDS = {
-    "enqueue": "queuectl.cli.enqueue:enqueue",
-    "list": "queuectl.cli.jobs:list_",
-    "show": "queuectl.cli.jobs:show",
-    "logs": "queuectl.cli.jobs:logs",
-    "status": "queuectl.cli.status:status",
-    "history": "queuectl.cli.history:history",
-    "wait": "queuectl.cli.jobs:wait",
-    "worker": "queuectl.cli.worker:worker",
-    "dlq": "queuectl.cli.dlq:dlq",
-    "config": "queuectl.cli.config:config",
-    "cancel": "queuectl.cli.ops:cancel",
-    "retry": "queuectl.cli.ops:retry",
-    "pause": "queuectl.cli.ops:pause",
-    "resume": "queuectl.cli.ops:resume",
-    "purge": "queuectl.cli.ops:purge",
-    "metrics": "queuectl.cli.ops:metrics",
-    "schedule": "queuectl.cli.schedules:schedule",
-    "limit": "queuectl.cli.limits:limit",
-    "top": "queuectl.cli.top:top",
-    "web": "queuectl.cli.web:web",
-    "web-user": "queuectl.cli.web:web_user",
+    "enqueue": ("queuectl.cli.enqueue:enqueue",
+                "Add a job to the queue and print its id."),
+    "list": ("queuectl.cli.jobs:list_",
+             "List jobs, newest first."),
+    "show": ("queuectl.cli.jobs:show",
+             "Show one job's record, and its attempts that ended without completing (the newest 100), oldest"
+             " first."),
+    "logs": ("queuectl.cli.waiting:logs",
+             "Print the output a job's last run captured: its stdout on stdout, its stderr on stderr."),
+    "status": ("queuectl.cli.status:status",
+               "Show job counts by state and queue (with their limits), the schedules, the keys held, and the"
+               " workers."),
+    "history": ("queuectl.cli.history:history",
+                "Show what the workers did: per queue and minute (or hour), the jobs that started, completed,"
+                " failed (a retry scheduled), went dead, were cancelled and were recovered from lost workers, with"
+                " the 50th and 95th percentiles of their wait (due to start) and run (start to end) times."),
+    "wait": ("queuectl.cli.waiting:wait",
+             "Wait until every job named has ended: completed, dead or cancelled."),
+    "worker": ("queuectl.cli.worker:worker",
+               "Run and stop workers."),
+    "dlq": ("queuectl.cli.dlq:dlq",
+            "Inspect and retry dead jobs (the dead letter queue)."),
+    "config": ("queuectl.cli.config:config",
+               "Read and change settings (stored in the database, shared by every worker)."),
+    "cancel": ("queuectl.cli.ops:cancel",
+               "Cancel jobs: pending, blocked and failed ones at once, running ones by their worker."),
+    "retry": ("queuectl.cli.ops:retry",
+              "Move dead or cancelled jobs back to pending, attempts reset to 0 (all or none)."),
+    "pause": ("queuectl.cli.ops:pause",
+              "Stop workers from claiming jobs of these queues; running jobs finish, enqueue still works."),
+    "resume": ("queuectl.cli.ops:resume",
+               "Let workers claim jobs of paused queues again."),
+    "purge": ("queuectl.cli.ops:purge",
+              "Delete finished jobs and their output now, as retention does, and give the space back."),
+    "metrics": ("queuectl.cli.status:metrics",
+                "Print the queue's metrics in the Prometheus text format."),
+    "schedule": ("queuectl.cli.schedules:schedule",
+                 "Recurring jobs: a job template enqueued at each slot of a cron expression or an interval."),
+    "limit": ("queuectl.cli.limits:limit",
+              "Limit how many jobs of QUEUE run at once, or start per window, across every worker and host."),
+    "top": ("queuectl.cli.top:top",
+            "Watch the queue live in the terminal: jobs by state and queue, throughput, workers, running jobs,"
+            " schedules and the dead letter queue; pause, cancel and retry by key (? lists the keys, q quits)."),
+    "web": ("queuectl.cli.web:web",
+            "Serve the dashboard: the queue live in a browser, with actions for operators."),
+    "web-user": ("queuectl.cli.webuser:web_user",
+                 "Manage the dashboard's users file: NAME:ROLE:BCRYPT-HASH lines (roles: viewer, operator)."),
 }
 
 
-class QueuectlGroup(HelpGroup):
-    """A group whose errors are one line on stderr, never a traceback or a usage dump.
-
-    Subcommands load lazily from COMMANDS (the pattern of Click's documentation,
-    "Lazily Loading Subcommands").
-    """
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *COMMANDS})
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in self.commands and name in COMMANDS:
-            module, attr = COMMANDS[name].split(":")
-            self.add_command(getattr(importlib.import_module(module), attr), name)
-        return super().get_command(ctx, name)
-
-    def load_all(self) -> None:
-        """Import every subcommand (for tools that walk `commands`, such as click-man)."""
-        for name in COMMANDS:
-            self.get_command(None, name)
+class QueuectlGroup(LazyGroup):
+    """A group whose errors are one line on stderr, never a traceback or a usage dump; its commands load
+    from COMMANDS."""
 
     def invoke(self, ctx: click.Context):
         """Click's invoke; Ctrl+C (KeyboardInterrupt) becomes Interrupted before Click's main sees it (which
@@ -117,15 +128,13 @@ def _from_environment(error: click.UsageError) -> bool:
 
 
 def _fail(message: str, code: int):
-    from queuectl.host.logsetup import stderr_is_journal
-
     prefix = "<3>" if stderr_is_journal() else ""  # an error to `journalctl -p err`, as sd-daemon(3) has it
     message = " ".join(message.splitlines())  # one line, whatever a value it quotes holds (a URI's dbname: %0A)
     click.echo(f"{prefix}queuectl: error: {message}", err=True)
     sys.exit(code)
 
 
-@click.group(cls=QueuectlGroup, short_help="a durable job queue for shell commands",
+@click.group(cls=QueuectlGroup, table=COMMANDS, short_help="a durable job queue for shell commands",
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", metavar="PATH|URI", envvar="QUEUECTL_DB",
               help="SQLite database file, or PostgreSQL URI (postgresql://user@host/dbname; keep passwords in"

@@ -1,13 +1,18 @@
-"""What every command shares: the context object (the database), --json, table printing, notes on stderr."""
+"""What every command shares: groups whose commands load from a table, the context object (the database), --json,
+table printing, notes on stderr."""
 
 from __future__ import annotations
 
+import importlib
 import json
+from typing import Mapping
 
 import click
 
 from queuectl.api.database import Database
+from queuectl.api.outage import Patience, limit_text
 from queuectl.domain.errors import InvalidInput
+from queuectl.domain.settings import parse_duration
 
 
 class HelpGroup(click.Group):
@@ -42,6 +47,49 @@ class HelpGroup(click.Group):
         if command is None and self.ALIASES.get(name) in self.commands:
             command = super().get_command(ctx, self.ALIASES[name])
         return command
+
+
+class LazyGroup(HelpGroup):
+    """A HelpGroup whose commands of `table` are imported when one runs or shows its own help: each command's
+    module imports what it runs at its top, and only that command pays for it.
+
+    `table`: each command's name -> (where it is defined, "module:attr"; its short help, the first sentence of
+    its help). The group's help lists the commands by the table's short help, importing none (the pattern of
+    Click's documentation, "Lazily Loading Subcommands", with the listing added); tests/unit/test_cli.py holds
+    the table's short help equal to each command's own.
+    """
+
+    def __init__(self, *args, table: Mapping[str, tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.table = table
+        self._listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.table})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.table:
+            where, short_help = self.table[name]
+            if self._listing:  # a stand-in with the table's short help, dropped once listed
+                return click.Command(name, help=short_help)
+            module, attr = where.split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)  # seam: the command table
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Click's listing of the commands (its layout and truncation), those not imported by their stand-ins."""
+        self._listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def load_all(self) -> None:
+        """Import every command, and those of its groups (for tools that walk `commands`, such as click-man)."""
+        for name in self.table:
+            command = self.get_command(None, name)
+            if isinstance(command, LazyGroup):
+                command.load_all()
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout, nothing else.")
@@ -83,16 +131,12 @@ def patience():
 
     Raises InvalidConfig (exit 78) for a bad QUEUECTL_OUTAGE_LIMIT: call it before the command
     changes anything."""
-    from queuectl.api.outage import Patience
-
     return Patience(note)
 
 
 def outage_doc(command):
     """Put the outage limit (queuectl.api.outage.LIMIT, its one home) in place of OUTAGE_LIMIT in the
     docstring of a waiting command; goes under @click.command, which reads the docstring as its help."""
-    from queuectl.api.outage import limit_text
-
     command.__doc__ = command.__doc__.replace("OUTAGE_LIMIT", limit_text())
     return command
 
@@ -108,8 +152,6 @@ class Seconds(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, float):
             return value
-        from queuectl.domain.settings import parse_duration
-
         try:
             seconds = parse_duration(value, "a time", forever=False)
         except InvalidInput as e:

@@ -1,19 +1,18 @@
-"""`queuectl enqueue`, and the waiting and following that it shares with `wait` and `logs -f`.
+"""`queuectl enqueue`.
 
-A module of its own: `queuectl enqueue` is the command scripts run most, and builds only itself.
+A module of its own: `queuectl enqueue` is the command scripts run most, and builds only itself. With --wait
+or --follow it waits as `wait` and `logs -f` do (queuectl.cli.waiting), which a plain enqueue does not import.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 
 import click
 
 from queuectl.api import jobs as api
-from queuectl.cli.common import Seconds, note, outage_doc, pass_app, patience, quiet_option
+from queuectl.cli.common import Seconds, outage_doc, pass_app, patience, quiet_option
 from queuectl.domain.errors import InvalidInput
-from queuectl.domain.models import JobState, printable
 
 
 class ArgvCommand(click.Command):
@@ -108,7 +107,12 @@ def enqueue(app, job, file, wait_, follow, quiet, **fields):
         raise InvalidInput("--follow follows one job: give one job, without --file or --wait")
     # Validation only: the store sets each relative job's run_at from its own clock (store.now()).
     checked_at = time.time()
-    waiting = patience() if wait_ or follow else None  # its setting checked before anything is enqueued
+    if wait_ or follow:
+        # seam: enqueue --wait and --follow (what `wait` and `logs -f` run, which a plain enqueue does without:
+        # tests/unit/test_startup.py), imported before anything is enqueued or waited for
+        from queuectl.cli import waiting as waits
+
+        waiting = patience()  # its setting checked before anything is enqueued
     if argv is not None:
         jobs, lines = [api.parse_argv(argv, {**fields, "after": list(fields["after"])}, checked_at)], None
     elif file is None:
@@ -125,11 +129,11 @@ def enqueue(app, job, file, wait_, follow, quiet, **fields):
         elif result.cancelled is not None:
             click.echo(f"{where}job {job.id} is cancelled at once: {result.cancelled}", err=True)
     if follow:
-        return _follow(store, done[0].id, waiting, wait_style=False, print_id=True)
+        return waits.follow_job(store, done[0].id, waiting, wait_style=False, print_id=True)
     if not wait_:
         click.echo("\n".join(e.id for e in done))
         return None
-    return _wait_for_enqueued(store, [e.id for e in done], waiting, quiet)
+    return waits.wait_for_enqueued(store, [e.id for e in done], waiting, quiet)
 
 
 def _check_form(job, file, argv, fields: dict) -> None:
@@ -145,72 +149,3 @@ def _check_form(job, file, argv, fields: dict) -> None:
     if options and argv is None:
         raise InvalidInput(f"{', '.join(options)} {'goes' if len(options) == 1 else 'go'} with -- COMMAND [ARG]...;"
                            " a JSON job gives its fields itself")
-
-
-def _follow(store, job_id: str, waiting, wait_style: bool, print_id: bool = False) -> int:
-    """Follow job `job_id`'s output (queuectl.api.following) until it ends, after printing its id (`print_id`),
-    riding out outages with `waiting` (a queuectl.api.outage.Patience); return the exit status: as `wait`
-    gives it (`wait_style`: 0 or 1, with a line for a job that did not complete), else as `enqueue --wait`
-    does. Ctrl+C stops the following only (130)."""
-    from queuectl.api.waiting import exit_status
-
-    _ready_for_ctrl_c()
-    try:
-        if print_id:
-            click.echo(job_id)  # first (flushed), for a script that reads it while the job runs
-        sys.stdout.flush()
-        job = api.follow(store, job_id, sys.stdout.buffer, sys.stderr.buffer, note, waiting)
-    except KeyboardInterrupt:
-        click.echo(f"queuectl: stopped following; the job goes on: queuectl logs -f {job_id}", err=True)
-        return 130
-    if not wait_style:
-        return exit_status(job)
-    if job.state != JobState.COMPLETED:
-        click.echo(_not_completed(job), err=True)
-        return 1
-    return 0
-
-
-def _not_completed(job) -> str:
-    """The line `wait` prints for a job that ended without completing: its state and last error (escaped)."""
-    return f"job {job.id} {job.state.value}: {printable(job.last_error or 'no error recorded')}"
-
-
-def _attempt_note(quiet: bool):
-    """Where a wait says each failed attempt (queuectl.api.waiting.Attempts): a line on stderr, or nowhere (quiet)."""
-    return None if quiet else (lambda line: click.echo(line, err=True))
-
-
-def _wait_for_enqueued(store, printed: list[str], waiting, quiet: bool) -> int:
-    """`enqueue --wait`: print the ids (`printed`: one per job, a key's holder's for a matched one), wait
-    for those jobs (riding out outages with `waiting`; a line per failed attempt unless `quiet`), say each
-    that did not complete, and return their exit status (Waited.status)."""
-    _ready_for_ctrl_c()
-    try:
-        click.echo("\n".join(printed))  # the ids first (flushed), for a script that reads them while the jobs run
-        waited = api.wait_enqueued(store, printed, waiting, _attempt_note(quiet))
-    except KeyboardInterrupt:
-        return _stopped_waiting(list(dict.fromkeys(printed)), "the job goes on")
-    for job in waited.failed:
-        click.echo(_not_completed(job), err=True)
-    return waited.status
-
-
-def _ready_for_ctrl_c() -> None:
-    """Import what a wait runs before the wait can be interrupted (before the ids are printed).
-
-    Its modules are loaded lazily (a plain enqueue does without them), but a Ctrl+C that lands
-    inside an import does not reliably reach the caller as KeyboardInterrupt: Python wraps it in a
-    RuntimeError when it interrupts a class's creation (dataclass fields' __set_name__), and under
-    `python -m` it could end the process by SIGINT after the wait had said it stopped.
-    """
-    import importlib
-
-    for module in ("queuectl.api.waiting", "queuectl.api.following", "queuectl.api.outage"):
-        importlib.import_module(module)
-
-
-def _stopped_waiting(job_ids: list[str], goes_on: str) -> int:
-    """After Ctrl+C while waiting: say how to wait again; return the exit status, 130 (as a shell's)."""
-    click.echo(f"queuectl: stopped waiting; {goes_on}: queuectl wait {' '.join(job_ids)}", err=True)
-    return 130

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 
+from queuectl.api.history import history as read_history
 from queuectl.cli.common import Seconds, json_option, pass_app, print_json, print_table
 from queuectl.domain.models import iso
 from queuectl.domain.settings import format_duration
@@ -47,10 +50,6 @@ def history(app, queue, since, step, summed, as_json):
       queuectl history --since 15m
       queuectl history --queue mail --since 2d --step 1h --json
     """
-    import time
-
-    from queuectl.api.history import history as read_history
-
     rows = read_history(app.store(), queue=queue, since=since, step=STEPS[step], by_queue=not summed)
     if as_json:
         print_json([{**r._asdict(), "at": iso(r.at)} for r in rows])

@@ -1,16 +1,12 @@
-"""Commands about jobs: list, show, logs, wait (enqueue: queuectl.cli.enqueue; status: queuectl.cli.status)."""
+"""Commands about jobs: list, show (enqueue: queuectl.cli.enqueue; wait, logs: queuectl.cli.waiting; status:
+queuectl.cli.status)."""
 
 from __future__ import annotations
-
-import sys
 
 import click
 
 from queuectl.api import jobs as api
-from queuectl.cli.common import (MOST_LISTED, Seconds, json_option, note_truncation, outage_doc, pass_app, patience,
-                                 print_json, print_table, quiet_option)
-from queuectl.cli.enqueue import _attempt_note, _follow, _not_completed, _ready_for_ctrl_c, _stopped_waiting
-from queuectl.domain.errors import InvalidInput
+from queuectl.cli.common import MOST_LISTED, json_option, note_truncation, pass_app, print_json, print_table
 from queuectl.domain.models import JobState, iso, one_line, printable
 from queuectl.domain.jobspec import check_queue
 
@@ -89,97 +85,3 @@ def _shown(key: str, value) -> str:
     if value is None or value == []:
         return "never" if key.endswith("_at") else "-"
     return printable(", ".join(value) if isinstance(value, list) else str(value))
-
-
-@click.command()
-@click.argument("job_id", metavar="ID")
-@click.option("--follow", "-f", is_flag=True,
-              help="Then print its output as it is written, until the job ends; exit as `wait` does.")
-@json_option
-@pass_app
-@outage_doc
-def logs(app, job_id, follow, as_json):
-    """Print the output a job's last run captured: its stdout on stdout, its stderr on stderr.
-
-    The bytes are written as the job wrote them (the last output-limit bytes of each).
-    With --follow: what the running attempt has written so far, then its output as it
-    comes (within a second), across retries (a line on stderr says when another attempt
-    starts), until the job has ended; a pending or blocked job is waited for. Exit 0
-    when it completed, 1 when it ended dead or cancelled (a line on stderr says why).
-    An outage of the database is ridden out (a line on stderr says so) for up to
-    OUTAGE_LIMIT, then it exits 1.
-
-    \b
-    Examples:
-      queuectl logs job1
-      queuectl logs -f job1
-    """
-    if follow:
-        if as_json:
-            raise InvalidInput("--follow prints the output as it comes; it has no --json")
-        waiting = patience()
-        return _follow(app.store(), job_id, waiting, wait_style=True)
-    job = api.show(app.store(), job_id, output=True)
-    if as_json:
-        d = job.to_dict(output=True)
-        print_json({k: d[k] for k in ("id", "state", "exit_code", "stdout", "stderr")})
-        return
-    for stream, data in ((sys.stdout, job.stdout), (sys.stderr, job.stderr)):
-        stream.flush()
-        stream.buffer.write(data or b"")
-        stream.buffer.flush()
-
-
-@click.command()
-@click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
-@click.option("--timeout", type=Seconds(), default=None, metavar="SECONDS",
-              help="Give up after this long: seconds, or 90s, 10m, 1h (exit 124, as timeout(1)).")
-@json_option
-@quiet_option
-@pass_app
-@outage_doc
-def wait(app, job_ids, timeout, as_json, quiet):
-    """Wait until every job named has ended: completed, dead or cancelled.
-
-    While it waits, each attempt that fails is one line on stderr ("job ID: attempt 2 of 4
-    failed (exit code 3): retry in 4 s", and "...: dead" for the last); --quiet leaves them
-    out; stdout holds only the --json answer. Exit 0 when all completed; 1 when any ended dead
-    or cancelled (a line each on stderr, with its last error) or an id names no job (nothing is waited for then);
-    124 when --timeout passes first; 130 on Ctrl+C. It notices an end within 0.1 s of its record,
-    from any host on PostgreSQL. An outage of the database is ridden out (a line on stderr
-    says so) for up to OUTAGE_LIMIT or until --timeout, then it exits 1.
-
-    \b
-    Examples:
-      queuectl wait job1
-      queuectl wait build test --timeout 600 && ./deploy
-      queuectl wait job1 --json
-    """
-    job_ids = list(dict.fromkeys(job_ids))  # each once, in the order given
-    waiting = patience()
-    _ready_for_ctrl_c()
-    try:
-        return _wait(app.store(), job_ids, waiting, timeout, as_json, _attempt_note(quiet))
-    except KeyboardInterrupt:
-        return _stopped_waiting(job_ids, "the jobs go on")
-
-
-def _wait(store, job_ids: list[str], waiting, timeout: float | None, as_json: bool, note) -> int:
-    """`wait`'s work (see it), once the store is open, riding out outages with `waiting`, a line per failed
-    attempt to `note` (None: none); returns the exit code."""
-    from queuectl.api.waiting import EXIT_TIMEOUT
-
-    waited = api.wait(store, job_ids, waiting, timeout, note)
-    for job_id in waited.unknown:
-        click.echo(f"queuectl: error: no job with id {job_id!r}", err=True)
-    if waited.unknown:
-        return 1
-    if as_json:
-        print_json([{"id": j.id, "state": j.state.value, "exit_code": j.exit_code, "attempts": j.attempts}
-                    for j in waited.jobs.values()])
-    if waited.late:
-        click.echo(f"queuectl: timed out after {timeout:g} s waiting for {', '.join(waited.late)}", err=True)
-        return EXIT_TIMEOUT
-    for j in waited.failed:
-        click.echo(_not_completed(j), err=True)
-    return 1 if waited.failed else 0

@@ -1,4 +1,4 @@
-"""Operator commands: cancel, retry, pause and resume."""
+"""Operator commands: cancel, retry, pause and resume, purge (metrics: queuectl.cli.status)."""
 
 from __future__ import annotations
 
@@ -146,29 +146,3 @@ def purge(app, states, older_than, queue, dry_run):
     click.echo(f"removed {done.removed} job(s)")
     if done.compacted:
         click.echo(done.compacted, err=done.compacted.startswith("not compacted"))
-
-
-@click.command()
-@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write to FILE atomically (a temporary file renamed over it, mode 0644) instead of stdout;"
-                   " for node_exporter's textfile collector.")
-@pass_app
-def metrics(app, output):
-    """Print the queue's metrics in the Prometheus text format.
-
-    Jobs by queue and state, the oldest ready job's age per queue, paused queues, queue
-    limits, workers by state with busy and total slots, counters of ended runs by outcome,
-    and each schedule's last fire, next run and skipped slots.
-
-    \b
-    Examples:
-      queuectl metrics
-      queuectl metrics --output /var/lib/prometheus/node-exporter/queuectl.prom
-    """
-    from queuectl.api.status import metrics as read_metrics, write_metrics
-
-    store = app.store()
-    if output is None:
-        click.echo(read_metrics(store), nl=False)
-    else:
-        write_metrics(store, output)

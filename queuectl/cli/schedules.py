@@ -8,6 +8,7 @@ from queuectl.api import schedules as api
 from queuectl.cli.common import HelpGroup, json_option, note, pass_app, print_json, print_table
 from queuectl.domain.errors import NotFound
 from queuectl.domain.models import one_line
+from queuectl.domain.recurrence import Rule
 
 
 @click.group(cls=HelpGroup)
@@ -74,11 +75,11 @@ def list_(app, as_json):
     """
     schedules = api.list_schedules(app.store())
     if as_json:
-        print_json([s.to_dict() for s in schedules])
+        print_json([api.to_dict(s) for s in schedules])
         return
     print_table(["NAME", "RULE", "ZONE", "NEXT RUN", "LAST RUN", "LAST STATE", "SKIPPED", "OVERLAP", "PAUSED",
                  "COMMAND"],
-                [[s.name, s.rule.text, s.zone, "paused" if s.paused_at else s.rule.local(s.next_at),
+                [[s.name, Rule.of(s).text, s.zone, "paused" if s.paused_at else Rule.of(s).local(s.next_at),
                   s.last_job or "-", s.last_state.value if s.last_state else "-", s.skipped, s.overlap,
                   "yes" if s.paused_at else "-", one_line(s.template["command"], 40)] for s in schedules])
 

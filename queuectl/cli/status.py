@@ -1,11 +1,14 @@
-"""`queuectl status`: job counts by state and queue, limits, schedules, held keys, workers and units."""
+"""`queuectl status`: job counts by state and queue, limits, schedules, held keys, workers and units; and
+`queuectl metrics`, the same reading in the Prometheus text format (both queuectl.api.status)."""
 
 from __future__ import annotations
 
 import click
 
+from queuectl.api.status import metrics as read_metrics, status as read_status, write_metrics
 from queuectl.cli.common import json_option, pass_app, print_json, print_table
 from queuectl.domain.models import JobState
+from queuectl.domain.recurrence import Rule
 from queuectl.domain.settings import format_duration
 
 
@@ -19,8 +22,6 @@ def status(app, as_json):
     Example:
       queuectl status --json
     """
-    from queuectl.api.status import status as read_status
-
     report = read_status(app.store())
     if as_json:
         print_json(report.to_dict())
@@ -40,7 +41,7 @@ def status(app, as_json):
     if snap.schedules:
         click.echo(f"\nSchedules ({len(snap.schedules)})")
         print_table(["NAME", "RULE", "NEXT RUN", "LAST RUN", "LAST STATE", "SKIPPED"],
-                    [[sch.name, sch.rule.text, "paused" if sch.paused_at else sch.rule.local(sch.next_at),
+                    [[sch.name, Rule.of(sch).text, "paused" if sch.paused_at else Rule.of(sch).local(sch.next_at),
                       sch.last_job or "-", sch.last_state.value if sch.last_state else "-", sch.skipped]
                      for sch in snap.schedules])
     if keys:
@@ -71,3 +72,27 @@ def status(app, as_json):
         print_table(["UNIT", "ACTIVE", "SUB", "RESTARTS", "STATUS"],
                     [[u["Id"], u.get("ActiveState"), u.get("SubState"), u.get("NRestarts"), u.get("StatusText")]
                      for u in unit_states])
+
+
+@click.command()
+@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write to FILE atomically (a temporary file renamed over it, mode 0644) instead of stdout;"
+                   " for node_exporter's textfile collector.")
+@pass_app
+def metrics(app, output):
+    """Print the queue's metrics in the Prometheus text format.
+
+    Jobs by queue and state, the oldest ready job's age per queue, paused queues, queue
+    limits, workers by state with busy and total slots, counters of ended runs by outcome,
+    and each schedule's last fire, next run and skipped slots.
+
+    \b
+    Examples:
+      queuectl metrics
+      queuectl metrics --output /var/lib/prometheus/node-exporter/queuectl.prom
+    """
+    store = app.store()
+    if output is None:
+        click.echo(read_metrics(store), nl=False)
+    else:
+        write_metrics(store, output)

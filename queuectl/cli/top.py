@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import locale
+import sys
+
 import click
 
 from queuectl.cli.common import Seconds, pass_app
 from queuectl.domain.errors import InvalidInput, PermissionDenied, QueuectlError
 from queuectl.domain.models import printable
+from queuectl.tui import app as screen
+from queuectl.tui.model import View
+from queuectl.tui.source import Source
 
 #: The shortest and longest --interval, seconds: shorter would cost the workers for nothing a person sees.
 INTERVAL_RANGE = (0.2, 3600.0)
@@ -34,13 +40,6 @@ def top(app, interval, read_only):
     Example:
       queuectl top --interval 5s
     """
-    import locale
-    import sys
-
-    from queuectl.tui import app as screen
-    from queuectl.tui.model import View
-    from queuectl.tui.source import Source
-
     if not sys.stdout.isatty() or not sys.stdin.isatty():
         raise InvalidInput("top draws on a terminal and this is none (stdin or stdout is not a tty);"
                            " for a report use 'queuectl status'")

@@ -1,13 +1,23 @@
-"""`queuectl web` (the dashboard, queuectl.web) and `queuectl web-user` (its users file); this module only
-parses, checks and reports."""
+"""`queuectl web`: the dashboard (queuectl.web); this module only parses, checks and reports. Its users file is
+`queuectl web-user`'s (queuectl.cli.webuser).
+
+The dashboard's libraries (Flask, gunicorn, bcrypt) are optional, as PostgreSQL's driver is: `web --help`, the
+man pages and completion do without them, and `queuectl web` without them says in one line what to install
+(queuectl.web.need_libraries). So the application, queuectl.web.app, which imports Flask, is imported once they
+are found.
+"""
 
 from __future__ import annotations
 
 import click
 
-from queuectl.cli.common import HelpGroup, json_option, pass_app
-from queuectl.domain.errors import InvalidConfig, InvalidInput, NotFound
 from queuectl.api.database import Database
+from queuectl.cli.common import pass_app
+from queuectl.domain.errors import InvalidConfig
+from queuectl.web import config, need_libraries, users
+from queuectl.web.hosts import Allowed
+from queuectl.web.reads import Connections
+from queuectl.web.serve import serve, turn_away, where_to_listen
 
 
 @click.command()
@@ -43,20 +53,13 @@ def web(app, **options):
     try:
         _serve(app, options)
     except InvalidConfig:
-        from queuectl.web.serve import turn_away
-
         turn_away()  # under socket activation: else systemd starts the service again for the waiting clients
         raise
 
 
 def _serve(app, options) -> None:
-    from queuectl.web import config, users
-
-    _need_libraries()
-    from queuectl.web import app as dashboard
-    from queuectl.web.hosts import Allowed
-    from queuectl.web.reads import Connections
-    from queuectl.web.serve import serve, where_to_listen
+    need_libraries()
+    from queuectl.web import app as dashboard  # seam: an optional library (Flask), found first (need_libraries)
 
     site = app.site()
     cfg = config.load(options, site.web, site.path or "the site configuration")
@@ -80,96 +83,3 @@ def _serve(app, options) -> None:
     allowed = Allowed.served(cfg.hosts, [host for host, _ in listen.addresses] + ([] if listen.passed else [cfg.host]))
     serve(cfg, dashboard.create_app(cfg, connections, known, allowed, say), say,
           at_exit=lambda: say(connections.summary()), listen=listen, answers=allowed.listed())
-
-
-def _need_libraries() -> None:
-    """Raise InvalidConfig naming the packages to install when the dashboard's libraries are missing."""
-    import importlib.util
-
-
-    missing = [name for name in ("flask", "gunicorn", "bcrypt") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise InvalidConfig(f"queuectl web needs {', '.join(missing)}: apt-get install python3-flask"
-                            " python3-gunicorn python3-bcrypt (in a virtualenv of the source tree:"
-                            " pip install -e '.[web]')")
-
-
-@click.group(cls=HelpGroup, name="web-user")
-def web_user():
-    """Manage the dashboard's users file: NAME:ROLE:BCRYPT-HASH lines (roles: viewer, operator).
-
-    \b
-    Example:
-      queuectl web-user set alice --role operator
-    """
-
-
-_file = click.option("--file", "path", metavar="FILE", default="/etc/queuectl/web-users", show_default=True,
-                     help="The users file.")
-
-
-@web_user.command("set")
-@click.argument("name")
-@click.option("--role", type=click.Choice(["viewer", "operator"]), default="viewer", show_default=True)
-@click.option("--password-stdin", is_flag=True, help="Read the password from stdin's first line, not a prompt.")
-@_file
-def set_user(name, role, password_stdin, path):
-    """Add user NAME, or change their role and password (asked for twice, or read from stdin).
-
-    \b
-    Example:
-      queuectl web-user set alice --role operator --file /etc/queuectl/web-users
-    """
-    import sys
-
-    from queuectl.web import users, userfile
-
-    _need_libraries()
-    users.check_name(name)
-    if password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-    else:
-        password = click.prompt("Password", hide_input=True, err=True)
-        if click.prompt("Repeat for confirmation", hide_input=True, err=True) != password:
-            raise InvalidInput("the two passwords differ: nothing changed")
-    changed = userfile.put(path, users.User(name, role, users.hash_password(password).encode()))
-    click.echo(f"{'changed' if changed else 'added'} user {name} ({role}) in {path}", err=True)
-
-
-@web_user.command("rm")
-@click.argument("name")
-@_file
-def remove_user(name, path):
-    """Remove user NAME; exits 1 if there is none.
-
-    \b
-    Example:
-      queuectl web-user rm alice
-    """
-    from queuectl.web import userfile
-
-    if not userfile.remove(path, name):
-        raise NotFound(f"no user {name} in {path}")
-    click.echo(f"removed user {name} from {path}", err=True)
-
-
-@web_user.command("list")
-@_file
-@json_option
-def list_users(path, as_json):
-    """List the users and their roles (never their hashes).
-
-    \b
-    Example:
-      queuectl web-user list --file /etc/queuectl/web-users
-    """
-    import json
-
-    from queuectl.web import users
-
-    listed = users.load(path).values()
-    if as_json:
-        click.echo(json.dumps([{"name": u.name, "role": u.role, "password": u.hash is not None} for u in listed]))
-        return
-    for user in listed:
-        click.echo(f"{user.name}\t{user.role}" + ("" if user.hash else "\t(header only)"))

@@ -6,10 +6,13 @@ to 1.3 times the import of click, sqlite3 and json: docs/benchmarks.md).
 """
 
 import enum
+import json
 from datetime import datetime, timezone
 from typing import NamedTuple
 
 from queuectl.domain.errors import InvalidInput
+from queuectl.domain.jobspec import DEFAULT_QUEUE
+from queuectl.domain.settings import format_duration
 
 
 class JobState(str, enum.Enum):
@@ -243,10 +246,12 @@ class WorkerInfo(NamedTuple):
 class Schedule(NamedTuple):
     """A recurring job (`queuectl schedule`). Times are Unix seconds on the store's clock.
 
-    `kind` and `expr` make its queuectl.domain.recurrence.Rule ("cron" and an expression in `zone`, or
-    "every" and whole seconds); `template` holds the runs' job fields; `overlap` is "skip" (a
-    slot whose previous run has not ended adds nothing) or "allow". `last_state` is the state of
-    its last run's job (None when there was none, or retention deleted it).
+    `kind` and `expr` make its queuectl.domain.recurrence.Rule (Rule.of: "cron" and an expression in
+    `zone`, or "every" and whole seconds); `template` holds the runs' job fields; `overlap` is "skip"
+    (a slot whose previous run has not ended adds nothing) or "allow". `last_state` is the state of
+    its last run's job (None when there was none, or retention deleted it). Its JSON form needs the
+    rule: queuectl.api.schedules.to_dict (this module is every command's, and a rule's arithmetic,
+    zoneinfo's, only theirs that read schedules).
     """
 
     name: str
@@ -267,49 +272,16 @@ class Schedule(NamedTuple):
     @property
     def queue(self) -> str:
         """The queue its runs are enqueued in (the template's, else the default queue)."""
-        from queuectl.domain.jobspec import DEFAULT_QUEUE
-
         return self.template.get("queue") or DEFAULT_QUEUE
-
-    @property
-    def rule(self):
-        """Its queuectl.domain.recurrence.Rule."""
-        from queuectl.domain.recurrence import Rule
-
-        return Rule(self.kind, self.expr, self.zone)
 
     @classmethod
     def from_row(cls, row) -> "Schedule":
         """Build a Schedule from a row of the schedules table (with last_state joined from jobs)."""
-        import json
-
         values = {k: row[k] for k in row.keys() if k in cls._fields}
         values["template"] = json.loads(values["template"])
         if values.get("last_state") is not None:
             values["last_state"] = JobState(values["last_state"])
         return cls(**values)
-
-    def to_dict(self) -> dict:
-        """Return a JSON-ready dict; times as ISO-8601 UTC, and the next slot also as wall time in its zone
-        (both None while paused: `resume` sets the next slot)."""
-        rule, paused = self.rule, self.paused_at is not None
-        return {
-            "name": self.name,
-            "rule": rule.text,
-            "cron": self.expr if self.kind == "cron" else None,
-            "every_seconds": int(self.expr) if self.kind == "every" else None,
-            "zone": self.zone,
-            "overlap": self.overlap,
-            "paused": paused,
-            "next_at": None if paused else iso(self.next_at),
-            "next_local": None if paused else rule.local(self.next_at),
-            "last_slot": iso(self.last_slot),
-            "last_job": self.last_job,
-            "last_state": self.last_state.value if self.last_state else None,
-            "fired_at": iso(self.fired_at),
-            "skipped": self.skipped,
-            "template": self.template,
-        }
 
 
 class QueueLimit(NamedTuple):
@@ -326,8 +298,6 @@ class QueueLimit(NamedTuple):
     @property
     def text(self) -> str:
         """The limits as `limit` takes them: "concurrency 2, rate 30/1m", or "-"."""
-        from queuectl.domain.settings import format_duration
-
         parts = []
         if self.concurrency is not None:
             parts.append(f"concurrency {self.concurrency}")

@@ -114,6 +114,11 @@ class Rule:
     expr: str
     zone: str
 
+    @classmethod
+    def of(cls, schedule) -> Rule:
+        """The rule of a stored schedule (queuectl.domain.models.Schedule: its kind, expression and zone)."""
+        return cls(schedule.kind, schedule.expr, schedule.zone)
+
     @property
     def text(self) -> str:
         if self.kind == "every":

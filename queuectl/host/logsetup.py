@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Mapping, TextIO
+from typing import TextIO
+
+from queuectl.host.journal import stderr_is_journal
 
 #: syslog priorities by logging level (sd-daemon(3): "<3>" error, "<4>" warning, "<6>" info, "<7>" debug).
 PRIORITIES = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
@@ -17,21 +19,6 @@ class PriorityFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         prio = PRIORITIES.get(record.levelno, 6)
         return "\n".join(f"<{prio}>{line}" for line in super().format(record).splitlines() or [""])
-
-
-def stderr_is_journal(environ: Mapping[str, str] = os.environ, stream: TextIO | None = None) -> bool:
-    """Return True if stderr is connected to the journal.
-
-    Rule from systemd.exec(5), $JOURNAL_STREAM: it holds "DEVICE:INODE" of the journal
-    stream, to compare with fstat() of stderr (a redirected stderr no longer matches).
-    """
-    value = environ.get("JOURNAL_STREAM", "")
-    try:
-        dev, ino = (int(x) for x in value.split(":"))
-        st = os.fstat((stream or sys.stderr).fileno())
-    except (ValueError, OSError, AttributeError):
-        return False
-    return (st.st_dev, st.st_ino) == (dev, ino)
 
 
 def configure(stream: TextIO | None = None, journal: bool | None = None, verbose: bool = False) -> None:

@@ -14,6 +14,7 @@ import time
 from typing import Any, NamedTuple
 
 from queuectl.domain.models import JobState, printable
+from queuectl.domain.recurrence import Rule
 
 #: Minutes of throughput the view keeps per queue (the last hour, one value a minute).
 MINUTES = 60
@@ -248,7 +249,7 @@ def schedules_pane(snap, f: str) -> Pane:
         if not matches(f, sch.name, sch.template.get("queue"), sch.template.get("command")):
             continue
         nxt = "paused" if sch.paused_at is not None else f"in {ago(sch.next_at - snap.now.wall)}"
-        rows.append(Row(None, (printable(sch.name), nxt, printable(sch.rule.text),
+        rows.append(Row(None, (printable(sch.name), nxt, printable(Rule.of(sch).text),
                                sch.last_state.value if sch.last_state else "-")))
     return Pane("schedules", f"Schedules ({len(rows)})", ("NAME", "NEXT RUN", "RULE", "LAST"), rows,
                 drop=(3,), flex=2)

@@ -11,7 +11,9 @@ the CLI's. Each answers with a redirect (303) to the page it came from, saying w
 
 from __future__ import annotations
 
-from flask import current_app, redirect, url_for
+from flask import current_app, redirect, request, url_for
+from itsdangerous import BadData, URLSafeSerializer
+
 from queuectl.api import ops
 from queuectl.api.ops import cancel_now, retry, said_paused, set_paused
 from queuectl.api.schedules import set_paused as set_schedule_paused
@@ -43,8 +45,6 @@ def _back(fallback: str, said: str, **values):
 
 
 def _signer():
-    from itsdangerous import URLSafeSerializer
-
     return URLSafeSerializer(current_app.secret_key, salt="said")
 
 
@@ -56,8 +56,6 @@ def said_token(text: str) -> str:
 def said_text(token: str | None) -> str | None:
     """Return the text of a `said` parameter this server signed, else None: a link made elsewhere cannot put
     words on the dashboard's pages (content spoofing)."""
-    from itsdangerous import BadData
-
     if not token:
         return None
     try:
@@ -95,9 +93,6 @@ def schedule_paused(name: str, paused: bool):
 
 def bulk_act():
     """Cancel or retry every job the form's filters match, in batches (queuectl.api.ops)."""
-    from flask import request
-
-
     action = bulk_action(request.form.get("action"))
     chosen = filters(request.form)
     act = ops.cancel_matching if action == "cancel" else ops.retry_matching

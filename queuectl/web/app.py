@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from datetime import datetime, timezone
 from pathlib import Path
+
+from flask import Flask, g, make_response, render_template, request
+from werkzeug.datastructures import MIMEAccept
+from werkzeug.http import parse_accept_header
 
 from queuectl.domain.errors import (Conflict, DatabaseUnavailable, InvalidConfig, InvalidInput, NotFound, PermissionDenied,
                              QueuectlError)
 from queuectl.web import actions, hosts, pages, security
 from queuectl.web.config import WebConfig
 from queuectl.domain.models import printable
+from queuectl.domain.recurrence import Rule
 from queuectl.web.actions import said_text
 from queuectl.web.charts import seconds
 from queuectl.web.users import Checker
@@ -73,14 +80,11 @@ def create_app(cfg: WebConfig, connections, users: dict | None, allowed: hosts.A
     """Return the dashboard's WSGI application (see the module's docstring), answering to the `allowed` host
     names only (default: those of `cfg`'s bind and hosts; queuectl.web.hosts); `say(line)` logs each refused
     host name once (default: to stderr)."""
-    from flask import Flask, g, request
-
-
     app = Flask("queuectl.web", root_path=str(HERE), static_folder="static", template_folder="templates")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.extensions["queuectl"] = connections
     app.jinja_env.autoescape = True  # every template, whatever its name: user data is always escaped
-    app.jinja_env.filters.update(isotime=_isotime, localtime=_localtime, duration=seconds)
+    app.jinja_env.filters.update(isotime=_isotime, localtime=_localtime, duration=seconds, rule=Rule.of)
     key = os.urandom(32)
     app.secret_key = key  # signs what an action says on the page it redirects to (actions.said_token)
     checker = Checker(users) if users is not None else None
@@ -162,22 +166,16 @@ def _user(cfg: WebConfig, users: dict | None, checker, request) -> tuple[str | N
 
 
 def _isotime(ts: float) -> str:
-    from datetime import datetime, timezone
-
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
 
 
 def _localtime(ts: float) -> str:
-    import time
-
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
 def error(status: int, message: str):
     """The answer to a refused or failed request: {"error": message} for a .json address or a client that
     prefers JSON, else the error page; `message` is already fit to print."""
-    from flask import make_response, render_template, request
-
     if wants_json(request.environ):
         return make_response({"error": message}, status)
     return make_response(render_template("error.html", status=status, message=message), status)
@@ -185,9 +183,6 @@ def error(status: int, message: str):
 
 def wants_json(environ) -> bool:
     """Whether an answer to the request is JSON: a .json address, or a client that prefers JSON."""
-    from werkzeug.datastructures import MIMEAccept
-    from werkzeug.http import parse_accept_header
-
     return (environ.get("PATH_INFO", "").endswith(".json")
             or parse_accept_header(environ.get("HTTP_ACCEPT"), MIMEAccept).best == "application/json")
 

@@ -13,7 +13,7 @@ Every read goes through the shared Connections (queuectl.web.reads) and queuectl
 
 from __future__ import annotations
 
-from flask import current_app, render_template, request
+from flask import current_app, g, redirect, render_template, request, url_for
 
 from queuectl.domain.errors import InvalidInput, PermissionDenied
 from queuectl.api.following import output_since
@@ -85,9 +85,6 @@ def search(store, chosen: dict[str, str], before: int | None = None, limit: int 
 
 
 def jobs():
-    from flask import redirect, url_for
-
-
     chosen = filters(request.args)
     try:
         before = int(request.args["before"]) if request.args.get("before") else None
@@ -115,9 +112,6 @@ def bulk_action(value: str | None) -> str:
 
 def bulk():
     """The confirmation of a bulk action, with how many jobs match now (an operator's page: it changes nothing)."""
-    from flask import g
-
-
     if not g.may_act:
         raise PermissionDenied("refused: your role may only look")
 

@@ -10,9 +10,10 @@ import stat
 import pytest
 
 from support.jobs import enqueue_specs
-from queuectl.api import config, jobs, limits, ops, schedules
+from queuectl.api import config, jobs, limits, ops, schedules, waiting
 from queuectl.api.database import CONFIG, DEFAULT, ENVIRONMENT, OPTION, Database, open_database
 from queuectl.api.outage import Patience
+from queuectl.api.starting import worker_for, worker_store
 from queuectl.api.status import status, write_metrics
 from queuectl.cli import exit_code_for
 from queuectl.domain.errors import (Conflict, DatabaseUnavailable, Interrupted, InvalidConfig, InvalidInput, NotFound,
@@ -108,7 +109,7 @@ def test_a_worker_does_not_wait_for_its_database_outside_systemd(tmp_path, monke
     said = []
     database = Database("postgresql://nobody@127.0.0.1:1/none?connect_timeout=1")
     with pytest.raises(QueuectlError):  # DatabaseUnavailable, or InvalidConfig without psycopg: at once
-        database.worker_store(wait=True, say=said.append, sleep=lambda s: pytest.fail("waited"))
+        worker_store(database, wait=True, say=said.append, sleep=lambda s: pytest.fail("waited"))
     assert said == []
 
 
@@ -137,13 +138,13 @@ def test_a_file_of_jobs_names_the_bad_line_and_enqueues_nothing(store, db):
 
 def test_wait_reports_unknown_ids_and_waits_for_nothing_then(store):
     known = enqueue_specs(store, '{"command":"true"}')
-    waited = jobs.wait(store, [*known, "nobody"], patient(), timeout=5)
+    waited = waiting.wait(store, [*known, "nobody"], patient(), timeout=5)
     assert waited.unknown == ["nobody"] and waited.jobs == {} and waited.late == []
 
 
 def test_wait_gives_the_jobs_not_ended_by_the_timeout(store):
     ids = enqueue_specs(store, '{"command":"true"}')
-    waited = jobs.wait(store, ids, patient(), timeout=0.05)
+    waited = waiting.wait(store, ids, patient(), timeout=0.05)
     assert waited.late == ids and waited.unknown == [] and list(waited.jobs) == ids
 
 
@@ -151,8 +152,8 @@ def test_wait_status_is_that_of_the_first_job_that_did_not_complete(store):
     ids = enqueue_specs(store, '{"id":"a","command":"true"}', '{"id":"b","command":"true"}')
     ops.cancel(store, patient(), ["b"])
     ops.cancel(store, patient(), ["a"])
-    assert jobs.wait_status(store, [*ids, "a"], patient()) == 1
-    assert [j.state for j in jobs.wait(store, ids, patient()).failed] == [JobState.CANCELLED] * 2
+    assert waiting.wait_status(store, [*ids, "a"], patient()) == 1
+    assert [j.state for j in waiting.wait(store, ids, patient()).failed] == [JobState.CANCELLED] * 2
 
 
 # -- cancel, retry, pause, purge --------------------------------------------------------------------------
@@ -190,8 +191,6 @@ def test_cancel_by_queue_and_states_is_the_bulk_cancel_newest_first_in_batches_r
 
 
 def test_a_worker_is_made_with_its_name_and_queues_checked_before_its_store_opens(store):
-    from queuectl.api.workers import worker_for
-
     opened = []
 
     def store_for():
@@ -363,8 +362,8 @@ def test_a_worker_under_systemd_waits_for_its_postgresql_server_saying_so(tmp_pa
 
     try:
         with pytest.raises(Interrupted):
-            Database("postgresql://nobody@127.0.0.1:1/none?connect_timeout=1").worker_store(
-                wait=True, say=said.append, sleep=sleep)
+            worker_store(Database("postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"),
+                         wait=True, say=said.append, sleep=sleep)
         assert slept == [1.0, 2.0, 4.0, 8.0, 16.0, 16.0]  # doubling up to CONNECT_RETRY_MAX
         assert len(said) == 1 and said[0].endswith("; waiting for it")  # once while the reason stays the same
         assert listener.recv(4096).startswith(b"STATUS=waiting for the database: ")
@@ -375,7 +374,7 @@ def test_a_worker_under_systemd_waits_for_its_postgresql_server_saying_so(tmp_pa
 def test_the_help_of_waiting_commands_gives_the_outage_limit_from_its_one_home():
     from queuectl.api.outage import LIMIT, LIMIT_ENV
     from queuectl.cli.enqueue import enqueue
-    from queuectl.cli.jobs import logs, wait
+    from queuectl.cli.waiting import logs, wait
 
     for command in (enqueue, logs, wait):
         assert f"{LIMIT / 60:g} minutes ({LIMIT_ENV})" in command.help and "OUTAGE_LIMIT" not in command.help.replace(

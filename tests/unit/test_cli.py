@@ -25,6 +25,7 @@ from support.backdoor import behind_queuectls_back
 from queuectl.cli import cli as cli_group
 
 from queuectl.cli import cli
+from queuectl.cli.common import LazyGroup
 from queuectl.domain.jobspec import FIELDS, MAX_COMMAND_BYTES
 from queuectl.domain.settings import SETTINGS
 from queuectl.store import Outcome, is_uri, open_store
@@ -802,6 +803,31 @@ def test_a_group_without_a_subcommand_prints_its_help(run_cli, db, group, subcom
     listed = result.stdout.split("Commands:\n", 1)[1]
     assert all(re.search(rf"^  {name}\s", listed, re.M) for name in subcommands), listed
     assert not os.path.exists(db)
+
+
+def _lazy_groups():
+    """Each LazyGroup of the command line and its path: the top level, `worker`."""
+    for path in COMMAND_PATHS:
+        command = cli
+        for name in path:
+            command = command.get_command(None, name)
+        if isinstance(command, LazyGroup):
+            yield path, command
+
+
+@pytest.mark.parametrize("group", [group for _, group in _lazy_groups()],
+                         ids=[" ".join(path) or "queuectl" for path, _ in _lazy_groups()])
+def test_a_command_table_gives_each_command_its_own_short_help(group):
+    # A group's help lists its commands by the table's short help without importing them: it must be the
+    # command's own, at every width the listing may give it (Click cuts it to fit, with "...").
+    assert group.table
+    for name, (where, short_help) in group.table.items():
+        command = group.get_command(None, name)
+        module, attr = where.split(":")
+        assert command is getattr(importlib.import_module(module), attr), name
+        assert short_help == command.get_short_help_str(10**6), name
+        for limit in range(20, 130):
+            assert click.Command(name, help=short_help).get_short_help_str(limit) == command.get_short_help_str(limit)
 
 
 def test_version(run_cli, db):

@@ -7,12 +7,15 @@ import sys
 
 import pytest
 
+from queuectl.cli import cli
+
 #: What enqueueing into a SQLite database must not import: the worker and what runs jobs, PostgreSQL's
 #: driver and store, the api of other commands, Click commands it does not run, and what those bring.
 NOT_FOR_ENQUEUE = {"queuectl.worker", "queuectl.host.runner", "queuectl.host.notify", "psycopg",
                    "queuectl.store.postgres", "queuectl.api.ops", "queuectl.api.status", "queuectl.api.schedules",
                    "queuectl.api.snapshot", "queuectl.api.metrics", "queuectl.cli.worker", "queuectl.cli.ops",
                    "queuectl.cli.jobs", "queuectl.cli.status", "queuectl.api.waiting", "queuectl.api.following",
+                   "queuectl.cli.waiting", "queuectl.api.starting",
                    "queuectl.cli.dlq", "queuectl.cli.schedules", "queuectl.cli.limits", "queuectl.cli.config",
                    "queuectl.host.control", "queuectl.host.units", "configparser", "subprocess", "socket",
                    # what only schedules, workers and type checks need, and what commands' records avoid
@@ -44,3 +47,18 @@ def test_enqueue_imports_neither_the_worker_nor_postgresql_nor_other_commands(tm
 def test_help_and_version_open_no_store(args):
     imported = imported_by(*args)
     assert not {m for m in imported if m.startswith("queuectl.store")}, sorted(imported)
+
+
+@pytest.mark.parametrize("args, loaded", [(["--help"], set()), (["worker", "--help"], {"queuectl.cli.worker"})])
+def test_a_groups_help_lists_its_commands_without_importing_them(args, loaded):
+    # The command tables' short help (queuectl.cli.COMMANDS; test_cli holds it equal to each command's own).
+    script = ("import atexit, sys; atexit.register(lambda: print(*sorted(sys.modules), file=sys.stderr));"
+              "from queuectl.cli import main; main()")
+    r = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    commands = {m for m in r.stderr.split() if m.startswith("queuectl.cli.")} - {"queuectl.cli.common"}
+    assert commands == loaded and "queuectl.worker" not in r.stderr.split()
+    listed = r.stdout.split("Commands:\n", 1)[1]
+    group = cli.get_command(None, args[0]) if len(args) > 1 else cli
+    assert [line.split()[0] for line in listed.splitlines()] == group.list_commands(None)
+

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from queuectl.api.database import OPTION, Database
+from queuectl.api.starting import worker_store
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import DatabaseError, InvalidInput
 from queuectl.domain.models import JobState
@@ -52,7 +53,7 @@ def test_a_new_database_opened_while_another_process_holds_a_lock_waits_for_it(d
 def test_every_connection_commits_with_synchronous_full_workers_included(db):
     # A worker's exchange records ends: under NORMAL a power cut could forget completions a reader had seen.
     assert SqliteStore(db).conn.execute("PRAGMA synchronous").fetchone()[0] == 2
-    worker = Database(db, OPTION).worker_store(wait=False, say=print)
+    worker = worker_store(Database(db, OPTION), wait=False, say=print)
     assert worker.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
 
 

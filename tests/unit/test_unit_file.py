@@ -21,7 +21,7 @@ import pytest
 
 from queuectl.api import conffile
 from queuectl.cli import EXIT_CODES
-from queuectl.cli.worker import start as worker_start
+from queuectl.cli.worker_start import start as worker_start
 from queuectl.domain.errors import InvalidConfig
 from queuectl.worker import EXIT_CONFIG
 
