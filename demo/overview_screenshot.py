@@ -31,7 +31,7 @@ WIDTH = 1280
 def history(store, now: float) -> None:
     """A week of jobs of queues build and mail, ended through a past worker's exchanges."""
     from queuectl.domain.jobspec import parse_job
-    from queuectl.store import Exchange, Outcome
+    from queuectl.store.request import Exchange, Outcome
 
     rnd = random.Random(28)
     worker = store.register_worker({"name": "w0", "host": "vm", "boot_id": "b", "pid": 1, "pid_start": 1,
@@ -72,7 +72,7 @@ def history(store, now: float) -> None:
 def present(store, db: str, now: float) -> None:
     """A worker running a job, a paused queue with jobs waiting, two schedules."""
     from queuectl.domain.jobspec import parse_job
-    from queuectl.store import Exchange, Running
+    from queuectl.store.request import Exchange, Running
 
     worker = store.register_worker({"name": "w1", "host": "vm", "boot_id": "b", "pid": 1, "pid_start": 1,
                                     "slots": 2, "queues": [], "unit": "queuectl-worker@1.service"}, now - 300)[0]

@@ -15,12 +15,14 @@ nothing is printed twice or left out.
 from __future__ import annotations
 
 import time
-from typing import BinaryIO, Callable, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, Callable, NamedTuple
 
 from queuectl.domain.models import Job
 from queuectl.api.outage import Patience
-from queuectl.store import CommandStore
 from queuectl.domain.jobspec import check_whole
+
+if TYPE_CHECKING:  # the interface documents the store's type; no command needs it to run
+    from queuectl.store.interface import CommandStore
 
 #: Seconds between two reads of the followed job.
 POLL = 0.2

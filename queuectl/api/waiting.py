@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from queuectl.domain.errors import NotFound
 from queuectl.domain.models import Job, JobState, printable
 from queuectl.api.outage import Patience
-from queuectl.store import CommandStore
 from queuectl.domain.backoff import delay_text, retry_limit
+
+if TYPE_CHECKING:  # the interface documents the store's type; no command needs it to run
+    from queuectl.store.interface import CommandStore
 
 #: Seconds between two reads of the waited jobs' states.
 POLL = 0.1

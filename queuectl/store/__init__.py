@@ -1,7 +1,8 @@
 """The queue's storage: the shared records and rules (base), the shared SQL (sql), and two engines.
 
 `open_store(target)` opens SQLite for a path and PostgreSQL for a postgresql:// URI.
-Everything else imports from here: `from queuectl.store import open_store, Outcome`.
+Callers import from here (`from queuectl.store import open_store, WorkerGone`); the interface by caller
+from queuectl.store.interface, a worker's records from queuectl.store.request.
 """
 
 from __future__ import annotations
@@ -15,23 +16,8 @@ from queuectl.store.base import (PURGE_BATCH, CancelResult, DuplicateJob, Enqueu
 from queuectl.store.sql import SqlStore
 from queuectl.store.sqlite import BUSY_TIMEOUT, WAL_SIZE_LIMIT, SqliteStore, default_db_path
 
-if TYPE_CHECKING:
-    from queuectl.store.interface import CommandStore, Store, WorkerStore
-    from queuectl.store.request import Exchange, LiveOutput, Outcome, Running
-
-#: Names imported when first asked for (PEP 562), by the module that holds them: the interface's classes,
-#: which document and type the store, and a worker's side of the exchange; no command needs them to run,
-#: so its start-up does not pay for them.
-_LATER = {"CommandStore": "interface", "WorkerStore": "interface", "Store": "interface",
-          "Exchange": "request", "LiveOutput": "request", "Outcome": "request", "Running": "request"}
-
-
-def __getattr__(name: str):
-    if name in _LATER:
-        import importlib
-
-        return getattr(importlib.import_module(f"queuectl.store.{_LATER[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:  # the interface (queuectl.store.interface) and a worker's records (request) load where used
+    from queuectl.store.interface import Store
 
 
 def open_store(target: str, *, defaults: dict[str, Any] | None = None,
@@ -65,6 +51,5 @@ def open_store(target: str, *, defaults: dict[str, Any] | None = None,
     return SqliteStore(target, defaults=defaults, after_commit=after_commit, read_only=read_only)
 
 
-__all__ = ["open_store", "is_uri", "Store", "CommandStore", "WorkerStore", "SqlStore", "SqliteStore", "Exchange", "Exchanged", "LiveOutput", "FollowedOutput",
-           "Running", "Outcome", "JobProcess", "CancelResult", "DuplicateJob", "UnknownDependency", "Enqueued",
+__all__ = ["open_store", "is_uri", "SqlStore", "SqliteStore", "Exchanged", "FollowedOutput", "JobProcess", "CancelResult", "DuplicateJob", "UnknownDependency", "Enqueued",
            "WorkerGone", "PURGE_BATCH", "BUSY_TIMEOUT", "WAL_SIZE_LIMIT", "default_db_path"]

@@ -26,7 +26,7 @@ from queuectl.domain.clock import Instant
 from queuectl.domain.errors import DatabaseError, NotFound
 from queuectl.domain.models import JobState, printable
 from queuectl.host.runner import RunResult
-from queuectl.store import Exchange, Outcome, Running
+from queuectl.store.request import Exchange, Outcome, Running
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.health import Stats
 from queuectl.worker.ledger import Ledger

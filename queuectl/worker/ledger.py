@@ -9,7 +9,7 @@ has its start recorded with its end, and its group never).
 
 from __future__ import annotations
 
-from queuectl.store import Exchange, Outcome, Running
+from queuectl.store.request import Exchange, Outcome, Running
 from queuectl.worker.output import output_to_record
 
 #: Seconds a job runs before its start and process group must be recorded (for recovery).

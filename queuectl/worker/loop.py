@@ -31,7 +31,8 @@ from queuectl.domain.errors import DatabaseError, InvalidInput, QueuectlError
 from queuectl.host.notify import Notifier
 from queuectl.host.runner import Runner
 from queuectl.host.signals import on_stop
-from queuectl.store import WorkerGone, WorkerStore
+from queuectl.store import WorkerGone
+from queuectl.store.interface import WorkerStore
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.duties import run_due, wake_at
 from queuectl.worker.duties.cancels import Cancels

@@ -7,7 +7,7 @@ its end alone. Times are CLOCK_MONOTONIC seconds.
 
 from __future__ import annotations
 
-from queuectl.store import LiveOutput
+from queuectl.store.request import LiveOutput
 
 #: Seconds between records of a running job's new output (for `logs --follow`, which reads it within
 #: 1 s): a job that ends sooner, as short jobs do, has its output recorded with its end alone.

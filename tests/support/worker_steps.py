@@ -15,7 +15,7 @@ from typing import Sequence
 from queuectl.domain.clock import instant
 from queuectl.domain.jobspec import NewJob, parse_job
 from queuectl.domain.models import Job, JobState
-from queuectl.store import Exchange, Outcome, Running
+from queuectl.store.request import Exchange, Outcome, Running
 
 #: The tests' wall clock, Unix seconds: every time they pass in is NOW plus or minus seconds.
 NOW = 1_000_000.0

@@ -28,7 +28,8 @@ from queuectl.cli import cli
 from queuectl.cli.common import LazyGroup
 from queuectl.domain.jobspec import FIELDS, MAX_COMMAND_BYTES
 from queuectl.domain.settings import SETTINGS
-from queuectl.store import Outcome, is_uri, open_store
+from queuectl.store import is_uri, open_store
+from queuectl.store.request import Outcome
 from support.worker_steps import claim, finish
 from support.engines import BOTH_ENGINES, SQLITE_ONLY
 

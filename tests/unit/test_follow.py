@@ -9,7 +9,7 @@ import io
 from support.cli import assert_error
 from queuectl.api.following import follow
 from queuectl.domain.models import JobState
-from queuectl.store import Exchange, Running
+from queuectl.store.request import Exchange, Running
 from support.worker_steps import NOW, add, bad, claim, finish, ok
 from unit.conformance.test_output import record, started
 from support.engines import BOTH_ENGINES

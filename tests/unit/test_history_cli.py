@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from queuectl.store import Exchange, Outcome
+from queuectl.store.request import Exchange, Outcome
 from unit.test_cli import _parse_metrics
 from support.worker_steps import add, register
 from support.cli import assert_error

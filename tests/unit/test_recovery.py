@@ -12,7 +12,7 @@ from queuectl.domain.clock import Instant
 from queuectl.domain.models import JobState
 from queuectl.worker.duties.recovery import SPAWN_SETTLE, Recovery, kill_local
 from queuectl.host.runner import spawn
-from queuectl.store import Exchange, Running
+from queuectl.store.request import Exchange, Running
 from support.procstat import live_members
 from support.waiting import wait_for
 from support.worker_steps import NOW, add, register

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import queuectl.store
-from queuectl.store import CommandStore, Store, WorkerStore
+from queuectl.store.interface import CommandStore, Store, WorkerStore
 from queuectl.store.core import SqlCore
 from queuectl.store.sql import SqlStore
 from queuectl.store.postgres import PostgresStore

@@ -15,7 +15,8 @@ from queuectl.api.starting import worker_store
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import DatabaseError, InvalidInput
 from queuectl.domain.models import JobState
-from queuectl.store import Outcome, SqliteStore, timing
+from queuectl.store import SqliteStore, timing
+from queuectl.store.request import Outcome
 from queuectl.store.limits import RATE_SLACK
 from queuectl.store.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION
 

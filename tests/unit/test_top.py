@@ -11,7 +11,7 @@ import pytest
 from support.cli import assert_error
 from queuectl.api import ops
 from queuectl.domain.models import printable
-from queuectl.store import Outcome
+from queuectl.store.request import Outcome
 from queuectl.tui import layout, model
 from queuectl.tui.layout import ASCII, MIN_SIZE, UNICODE, cells, clip, text_of
 from queuectl.tui.source import Source

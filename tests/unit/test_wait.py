@@ -12,7 +12,7 @@ import pytest
 from support.cli import assert_error, configure
 from queuectl.api.outage import Patience
 from queuectl.api.waiting import Attempts
-from queuectl.store import Outcome
+from queuectl.store.request import Outcome
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register
 from support.engines import BOTH_ENGINES
 

@@ -19,7 +19,7 @@ from support.cli import assert_error
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidConfig
 from queuectl.api.following import follow
 from queuectl.api.outage import LIMIT, RETRY, Patience, limit_from_environment
-from queuectl.store import Outcome
+from queuectl.store.request import Outcome
 from queuectl.api.waiting import wait_for_end
 from support.worker_steps import NOW, add, finish, ok
 from unit.test_wait import ended

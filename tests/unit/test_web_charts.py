@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from queuectl.api.history import HistoryRow, quantile, window
-from queuectl.store import Exchange, Outcome
+from queuectl.store.request import Exchange, Outcome
 from queuectl.store.activity import BOUNDS
 from queuectl.web.charts import SPANS, throughput
 from queuectl.web.charts.frame import LEFT, WIDTH, Steps, seconds

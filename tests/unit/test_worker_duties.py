@@ -14,7 +14,8 @@ from queuectl.domain.errors import DatabaseError
 from queuectl.domain.models import JobState
 from queuectl.domain.recurrence import parse_rule
 from queuectl.host import procs
-from queuectl.store import PURGE_BATCH, Exchange
+from queuectl.store import PURGE_BATCH
+from queuectl.store.request import Exchange
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.drain import Drain
 from queuectl.worker.duties.cancels import Cancelled, Cancels

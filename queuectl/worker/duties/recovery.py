@@ -41,7 +41,8 @@ from queuectl.host import liveness, procs
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import Conflict
 from queuectl.domain.models import JobState, WorkerInfo
-from queuectl.store import JobProcess, WorkerStore
+from queuectl.store import JobProcess
+from queuectl.store.interface import WorkerStore
 from queuectl.worker.health import Stats
 
 log = logging.getLogger("queuectl.worker")

@@ -15,7 +15,8 @@ from typing import Callable
 
 from queuectl.domain import settings as settings_mod
 from queuectl.domain.clock import Instant
-from queuectl.store import PURGE_BATCH, WorkerStore
+from queuectl.store import PURGE_BATCH
+from queuectl.store.interface import WorkerStore
 from queuectl.store.base import HISTORY_BATCH, MINUTES_KEPT
 
 log = logging.getLogger("queuectl.worker")

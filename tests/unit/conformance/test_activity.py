@@ -7,7 +7,8 @@ import pytest
 from queuectl.api.history import HistoryRow, history, quantile, rates, window
 from queuectl.domain.errors import InvalidInput
 from queuectl.domain.models import JobState
-from queuectl.store import Exchange, Outcome, Running, open_store
+from queuectl.store import open_store
+from queuectl.store.request import Exchange, Outcome, Running
 from queuectl.store.activity import BOUNDS, added
 from queuectl.worker.duties.retention import Retention
 from support.worker_steps import add, register

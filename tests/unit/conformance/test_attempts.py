@@ -9,7 +9,8 @@ from queuectl.api.jobs import attempts
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import NotFound
 from queuectl.domain.models import JobState
-from queuectl.store import Exchange, Outcome, open_store
+from queuectl.store import open_store
+from queuectl.store.request import Exchange, Outcome
 from queuectl.store.shared_schema import RECOVERED
 from queuectl.worker.duties.retention import Retention
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue, start

@@ -9,7 +9,7 @@ import pytest
 from queuectl.api import ops
 from queuectl.api.outage import Patience
 from queuectl.domain.models import JobState
-from queuectl.store import Exchange, Running
+from queuectl.store.request import Exchange, Running
 from support.worker_steps import NOW, add, bad, claim, finish, new_job, ok, register
 
 

@@ -11,7 +11,8 @@ from queuectl.domain.backoff import last_attempt
 from queuectl.domain.clock import Instant
 from queuectl.domain.jobspec import parse_job
 from queuectl.domain.models import JobState
-from queuectl.store import Exchange, Outcome, Running, WorkerGone, open_store
+from queuectl.store import WorkerGone, open_store
+from queuectl.store.request import Exchange, Outcome, Running
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue
 
 

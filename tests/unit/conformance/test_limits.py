@@ -11,7 +11,8 @@ import pytest
 
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import InvalidInput
-from queuectl.store import Exchange, open_store
+from queuectl.store import open_store
+from queuectl.store.request import Exchange
 from queuectl.store.limits import RATE_SLACK
 from support.backdoor import behind_queuectls_back
 from support.worker_steps import NOW, add, claim, finish, ok, register

@@ -5,7 +5,7 @@ the final record replaces the live output."""
 from __future__ import annotations
 
 from queuectl.domain.models import JobState
-from queuectl.store import Exchange, LiveOutput, Running
+from queuectl.store.request import Exchange, LiveOutput, Running
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register
 
 
