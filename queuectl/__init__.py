@@ -19,6 +19,8 @@ Imports are at the top of each module. A module is imported inside a function on
 - enqueue --wait and --follow: what `wait` and `logs -f` run (queuectl.cli.waiting), which a plain enqueue
   does without.
 - an optional library: the dashboard's Flask (queuectl.cli.web), once it is found, as PostgreSQL's driver.
+- the schedules' rules (queuectl.domain.recurrence: zoneinfo, croniter), which the store loads when a schedule
+  is read or fired (queuectl.store.schedules).
 `queuectl enqueue` imports nothing it does not run: bench/startup.py holds it to 1.3 times the start of Python
 with click, sqlite3 and json, tests/unit/test_startup.py to what it must not import. Where one command would
 pay for another's imports, they are in modules of their own (queuectl.cli.worker_start, queuectl.api.starting).

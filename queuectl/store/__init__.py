@@ -42,7 +42,7 @@ def open_store(target: str, *, defaults: dict[str, Any] | None = None,
     InvalidConfig, DatabaseError).
     """
     if is_uri(target):
-        from queuectl.store.postgres import PostgresStore
+        from queuectl.store.postgres import PostgresStore  # seam: PostgreSQL's driver (psycopg)
 
         return PostgresStore(target, defaults=defaults, session=session, read_only=read_only)
     why = near_miss(target)

@@ -48,12 +48,17 @@ class Fired(NamedTuple):
     missed: tuple[float, float] | None = None
 
 
-def _rule(row) -> "Rule":
-    """The recurrence rule of a row of the schedules table. queuectl.domain.recurrence (zoneinfo, croniter) is
-    imported here, when a schedule is read, so that the start-up of other commands does not pay for it."""
-    from queuectl.domain.recurrence import Rule
+def _recurrence():
+    """queuectl.domain.recurrence, which only a schedule read or fired needs: zoneinfo, datetime and croniter's
+    makings cost about 13 ms, which the start-up of every other command does not pay."""
+    from queuectl.domain import recurrence  # seam: the schedules' rules
 
-    return Rule(row["kind"], row["expr"], row["zone"])
+    return recurrence
+
+
+def _rule(row) -> "Rule":
+    """The recurrence rule of a row of the schedules table."""
+    return _recurrence().Rule(row["kind"], row["expr"], row["zone"])
 
 
 def schedule_key(name: str, template: dict, overlap: str) -> str | None:
@@ -157,14 +162,12 @@ def fire_schedules(db: SqlCore, now: Instant | float) -> tuple[list[Fired], floa
 
 def _fire(db: SqlCore, c, row, now: Instant) -> Fired:
     """Fire schedule `row`'s last due slot (standing for any missed before it), and move its next_at on."""
-    from queuectl.domain.recurrence import slot_id
-
     rule, name = _rule(row), row["name"]
     template = json.loads(row["template"])
     key = schedule_key(name, template, row["overlap"])
     slot = rule.last_until(now.wall)  # at or after next_at, which is due
     missed = (row["next_at"], slot) if slot > row["next_at"] else None
-    job_id = slot_id(name, slot)
+    job_id = _recurrence().slot_id(name, slot)
     try:
         job = validate_job({**template, "id": job_id, "key": key}, now.wall)
     except InvalidInput as e:  # a template edited by hand: the slot passes
