@@ -5,41 +5,18 @@ DRAIN_SAY_EVERY seconds; how the worker ends."""
 
 from __future__ import annotations
 
-import signal
 from types import SimpleNamespace
 
 import pytest
 
 from queuectl.domain.models import DRAIN_SAY_EVERY
-from queuectl.host.runner import Runner
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.drain import Drain
 from queuectl.worker.ledger import Ledger
+from support.inprocess import Clock, Notifier
 from support.worker_steps import NOW, register
 
-MONO = 100.0
-
-
-class Notifier:
-    """What the worker tells systemd as it stops (STOPPING=1 and its status), kept."""
-
-    def __init__(self):
-        self.stopping_said: list[str] = []
-
-    def stopping(self, status: str) -> None:
-        self.stopping_said.append(status)
-
-
-@pytest.fixture
-def runner():
-    clock = lambda: clock.t  # noqa: E731
-    clock.t = MONO
-    runner = Runner(1024, clock=clock)
-    yield runner
-    runner.stop_all(signal.SIGKILL)
-    while runner.running:
-        runner.wait(None)
-    runner.close()
+MONO = Clock.START  # the runner's monotonic clock (the `clock` fixture's)
 
 
 @pytest.fixture

@@ -5,13 +5,10 @@ last attempt's start is recorded first, and a failure to record it starts nothin
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable
-from queuectl.host.runner import Runner
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.exchange import Exchanger
 from queuectl.worker.health import Health, Stats
@@ -19,18 +16,12 @@ from queuectl.worker.ledger import Ledger
 from queuectl.worker.outage import Outage
 from queuectl.worker.starts import Starter
 from support.engines import BOTH_ENGINES
+from support.inprocess import Clock, Notifier
 from support.worker_steps import NOW, add, register
 
 pytestmark = BOTH_ENGINES
 
-MONO = 300.0
-
-
-class Notifier:
-    watchdog_interval = None
-
-    def watchdog(self) -> None:
-        pass
+MONO = Clock.START  # the monotonic clock of the runner and of every part (the `clock` fixture's, never moved)
 
 
 class FailingRecords:
@@ -44,16 +35,6 @@ class FailingRecords:
 
     def __getattr__(self, name):
         return getattr(self.store, name)
-
-
-@pytest.fixture
-def runner():
-    runner = Runner(1024, clock=lambda: MONO)
-    yield runner
-    runner.stop_all(signal.SIGKILL)
-    while runner.running:
-        runner.wait(None)
-    runner.close()
 
 
 def starter_of(store, runner, slots: int = 2) -> Starter:

@@ -11,6 +11,9 @@ from queuectl.store import Exchange, Outcome, Running, open_store
 from queuectl.store.activity import BOUNDS, added
 from queuectl.worker.duties.retention import Retention
 from support.worker_steps import add, register
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 #: A minute's start (Unix seconds, just after support.worker_steps.NOW): the tests' times stay within it unless
 #: they say otherwise.
