@@ -14,7 +14,7 @@ import pytest
 from queuectl.host.wake import wake_local_workers
 from queuectl.store import open_store
 from support.cli import Cli
-from support.engines import ENGINES, engine_db
+from support.engines import ENGINES, engine_db, engine_of
 from support.figures import report_figures
 from support.pgserver import PgServer
 from support.suite import (MARKED_TIERS, SERVICE_MANAGER_ENV, TESTS, TIER_TIMEOUTS, built_deb, misplaced,
@@ -37,11 +37,17 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers",
+                            "on_postgresql: the test's `db` is a PostgreSQL queue (tests/support/engines.py)")
+
+
 @pytest.fixture
 def db(request, tmp_path) -> str:
     """A fresh queue: a SQLite file's path (created on first use), or on each engine in turn, a SQLite path
-    then a PostgreSQL URI, for a module or test marked `both_engines` (pytestmark = BOTH_ENGINES)."""
-    return engine_db(request, tmp_path, getattr(request, "param", "sqlite"))
+    then a PostgreSQL URI, for a module or test marked `both_engines` (pytestmark = BOTH_ENGINES), or a
+    PostgreSQL URI alone for one marked `on_postgresql` (pytestmark = ON_POSTGRESQL)."""
+    return engine_db(request, tmp_path, engine_of(request))
 
 
 def _parametrizes(metafunc, name: str) -> bool:
@@ -127,13 +133,6 @@ def pg_uri(pg_server) -> str:
         pg_server.drop_database(unquote(uri.rsplit("/", 1)[1]), force=True)
     except Exception:  # the server may be down after a crash test; cleanup removes it all anyway
         pass
-
-
-@pytest.fixture(params=ENGINES, ids=ENGINES)
-def backend_db(request, tmp_path) -> str:
-    """A fresh database on each engine in turn: a SQLite file path, then a PostgreSQL URI (the conformance
-    suite's; a module of tests marks itself BOTH_ENGINES instead, and takes `db`)."""
-    return engine_db(request, tmp_path, request.param)
 
 
 @pytest.fixture(scope="session")

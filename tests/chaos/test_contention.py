@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import signal
 import statistics
-import subprocess
 import threading
 import time
 from collections import Counter
 
 
-from support.cli import QUEUECTL, configure
+from support.cli import configure, timed
 from support.waiting import wait_for
 
 from .checks import integrity
@@ -28,12 +27,6 @@ PRODUCERS = 8
 SINGLES = 50
 BATCHES, BATCH = 19, 50
 PER_PRODUCER = SINGLES + BATCHES * BATCH  # 1,000
-
-
-def _run(db: str, *args: str, input: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
-    started = time.monotonic()
-    proc = subprocess.run([*QUEUECTL, "--db", db, *args], input=input, capture_output=True, text=True, timeout=120)
-    return proc, time.monotonic() - started
 
 
 def test_enqueue_contention(db, run_cli, store, workers, tmp_path, figures):
@@ -57,10 +50,11 @@ def test_enqueue_contention(db, run_cli, store, workers, tmp_path, figures):
         for step, kind in enumerate(plan[::2] + plan[1::2]):  # singles and batches interleaved
             if kind == "single":
                 jobs = [job(p, i)]
-                proc, took = _run(db, "enqueue", json.dumps(jobs[0]))
+                proc, took = timed(db, "enqueue", json.dumps(jobs[0]), timeout=120)
             else:
                 jobs = [job(p, i + k) for k in range(BATCH)]
-                proc, took = _run(db, "enqueue", "--file", "-", input="\n".join(json.dumps(j) for j in jobs))
+                proc, took = timed(db, "enqueue", "--file", "-", input="\n".join(json.dumps(j) for j in jobs),
+                                   timeout=120)
             i += len(jobs)
             with lock:
                 if proc.returncode == 0:
@@ -78,7 +72,7 @@ def test_enqueue_contention(db, run_cli, store, workers, tmp_path, figures):
     def reader() -> None:
         while not stop_reading.is_set():
             for command in (["status", "--json"], ["list", "--limit", "20"]):
-                proc, _ = _run(db, *command)
+                proc, _ = timed(db, *command, timeout=120)
                 reads[command[0]] += 1
                 if proc.returncode != 0:
                     reader_errors.append(f"{command[0]} exit {proc.returncode}: {proc.stderr!r}")

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from support.cli import QUEUECTL, configure
+from support.cli import configure, queuectl
 from support.waiting import wait_for
 from queuectl.domain.models import JobState
 from queuectl.store import SqliteStore
@@ -55,11 +55,6 @@ def _fill(mnt) -> int:
     return os.path.getsize(mnt / "filler")
 
 
-def _enqueue(db: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*QUEUECTL, "--db", db, "enqueue", *args], input=input, capture_output=True, text=True,
-                          timeout=60)
-
-
 def test_disk_full(small_fs, run_cli, workers, tmp_path, figures):
     db = str(small_fs / "queue.db")
     run_cli.db = workers.db = db
@@ -69,8 +64,8 @@ def test_disk_full(small_fs, run_cli, workers, tmp_path, figures):
     done = tmp_path / "done"  # outside the small filesystem
     done.mkdir()
     for i in range(4):
-        r = _enqueue(db, json.dumps({"id": f"big{i}", "command":
-                                     f"sleep 3; head -c {OUTPUT} /dev/zero | tr '\\0' x; touch {done}/big{i}"}))
+        command = f"sleep 3; head -c {OUTPUT} /dev/zero | tr '\\0' x; touch {done}/big{i}"
+        r = queuectl(db, "enqueue", json.dumps({"id": f"big{i}", "command": command}), check=False)
         assert r.returncode == 0, r.stderr
     procs = [workers.start("--name", f"w{n}", "--count", "2") for n in range(2)]
     wait_for(lambda: store.counts()["default"].get("processing", 0) == 4, message="the four big jobs to run")
@@ -81,12 +76,12 @@ def test_disk_full(small_fs, run_cli, workers, tmp_path, figures):
 
     # A batch larger than the WAL can take without growing: all or none, and here none.
     batch = "\n".join(json.dumps({"id": f"batch{i}", "command": "true #" + "y" * 100_000}) for i in range(40))
-    r = _enqueue(db, "--file", "-", input=batch)
+    r = queuectl(db, "enqueue", "--file", "-", input=batch, check=False)
     assert r.returncode == 1, r
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("queuectl: error: ") and "full" in r.stderr, r.stderr
     assert not any(j.id.startswith("batch") for j in store.list_jobs(limit=1000))
     # A small enqueue may still find room in the WAL: then it is acknowledged and must run later.
-    small = _enqueue(db, json.dumps({"id": "small", "command": "true"}))
+    small = queuectl(db, "enqueue", json.dumps({"id": "small", "command": "true"}), check=False)
     assert (small.returncode == 0 and small.stdout == "small\n") or (
         small.returncode == 1 and small.stderr.count("\n") == 1 and "full" in small.stderr), small
 
@@ -107,7 +102,7 @@ def test_disk_full(small_fs, run_cli, workers, tmp_path, figures):
     recorded_after = time.monotonic() - freed_at
     if small.returncode == 0:
         wait_for(lambda: store.get_job("small").state == JobState.COMPLETED, message="the acknowledged small job")
-    r = _enqueue(db, json.dumps({"id": "after", "command": "true"}))
+    r = queuectl(db, "enqueue", json.dumps({"id": "after", "command": "true"}), check=False)
     assert r.returncode == 0, r.stderr
     wait_for(lambda: store.get_job("after").state == JobState.COMPLETED, message="a job enqueued after")
     for p in procs:

@@ -22,19 +22,18 @@ it runs again under the retry rule.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 
 import pytest
 
-from support.cli import QUEUECTL
+from support.cli import Waiter
 from support.suite import require_postgres
 from support.waiting import wait_for
 from support.pgserver import PgServer
+from support.procstat import tcp_ports
 from queuectl.worker import RUN_LOST
 
-from .test_postgres_faults import Fleet
+from .fleet import Fleet
 
 
 DBNAME = "failover"
@@ -70,54 +69,13 @@ def db(pair) -> str:
             "?target_session_attrs=read-write")
 
 
-class Waiter:
-    """A queuectl command run to its end as a real process, its stdout and stderr in files of their own."""
-
-    def __init__(self, db: str, tmp_path, name: str, *args: str):
-        self.out, self.err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
-        with open(self.out, "wb") as out, open(self.err, "wb") as err:
-            self.proc = subprocess.Popen([*QUEUECTL, "--db", db, *args], stdout=out, stderr=err,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-
-    def stdout(self) -> str:
-        return self.out.read_text()
-
-    def result(self, timeout: float) -> tuple[int | None, str, str]:
-        """(exit code, stdout, stderr) once it exits, within `timeout` seconds; exit code None if it did not."""
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-        return code, self.stdout(), self.err.read_text()
-
-    def reading(self, server: PgServer) -> bool:
-        """True once this command reads the jobs through a connection of its own to `server`: past its start
-        (a command that cannot connect at its start exits 1 at once), in the loop that rides out an outage."""
-        ports = tcp_ports(self.proc.pid)
-        return bool(ports) and bool(server.sql(
-            "SELECT 1 FROM pg_stat_activity WHERE client_port = ANY(%s) AND query LIKE '%%queuectl.jobs%%'",
-            params=(sorted(ports),)))
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def tcp_ports(pid: int) -> set[int]:
-    """The local ports of the TCP sockets that process `pid` holds (proc(5): /proc/PID/fd, /proc/PID/net/tcp);
-    an empty set once it has exited."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if target.startswith("socket:["):
-                inodes.add(target[len("socket:["):-1])
-        with open(f"/proc/{pid}/net/tcp") as table:
-            rows = [line.split() for line in table.readlines()[1:]]
-    except OSError:  # it exited, or a descriptor closed while we looked
-        return set()
-    return {int(row[1].rsplit(":", 1)[1], 16) for row in rows if row[9] in inodes}
+def reading(waiter: Waiter, server: PgServer) -> bool:
+    """True once `waiter` reads the jobs through a connection of its own to `server`: past its start (a command
+    that cannot connect at its start exits 1 at once), in the loop that rides out an outage."""
+    ports = tcp_ports(waiter.proc.pid)
+    return bool(ports) and bool(server.sql(
+        "SELECT 1 FROM pg_stat_activity WHERE client_port = ANY(%s) AND query LIKE '%%queuectl.jobs%%'",
+        params=(sorted(ports),)))
 
 
 @pytest.fixture
@@ -151,17 +109,17 @@ def test_failover_to_a_synchronous_standby_loses_no_job_runs_none_twice_and_ends
     waiters += [follow, enqueue_wait]
 
     # Mid-drain, with both held jobs running and logs -f following, and `wait` waiting for the last jobs.
-    wait_for(lambda: follow.stdout() == lines(1, LINES_BEFORE), timeout=30,
+    wait_for(lambda: follow.out() == lines(1, LINES_BEFORE), timeout=30,
              message=f"logs -f to print the first lines: {follow.result(0)}")
     wait_for(lambda: fleet.sql("SELECT count(*) FROM queuectl.jobs WHERE id IN ('printer', 'waited')"
                                " AND state = 'processing'") == [(2,)], timeout=30,
              message=f"the held jobs to run: {enqueue_wait.result(0)}{fleet.logs()}")
     waiters.append(Waiter(db, tmp_path, "wait", "wait", *fleet.ids[JOBS - 50:JOBS], "printer", "waited"))
-    wait_for(lambda: all(w.reading(primary) for w in waiters), timeout=30,
+    wait_for(lambda: all(reading(w, primary) for w in waiters), timeout=30,
              message=f"the waiters to read the jobs: {[w.result(0) for w in waiters]}")
     wait_for(lambda: fleet.completed() >= AT * JOBS, timeout=60, message=f"the drain: {fleet.states()}")
     done_at_failover = fleet.completed()
-    in_flight = {w.out.stem: w.proc.poll() is None for w in waiters}
+    in_flight = {w.name: w.proc.poll() is None for w in waiters}
 
     began = time.monotonic()
     primary.stop("immediate")
@@ -171,7 +129,7 @@ def test_failover_to_a_synchronous_standby_loses_no_job_runs_none_twice_and_ends
     fleet.server = standby  # where the test reads the queue behind queuectl's back from now on
     fleet.wait_drained(timeout=90)
     drained = time.monotonic() - started
-    results = {w.out.stem: w.result(WAITER_EXIT) for w in waiters}
+    results = {w.name: w.result(WAITER_EXIT) for w in waiters}
 
     figures.add("jobs", len(fleet.ids))
     figures.add("completed when the primary stopped", done_at_failover)
@@ -192,7 +150,7 @@ def test_failover_to_a_synchronous_standby_loses_no_job_runs_none_twice_and_ends
 
 @pytest.fixture
 def fleet_on_pair(db, pair, run_cli, workers, tmp_path) -> Fleet:
-    """The fault tests' Fleet (tests/chaos/test_postgres_faults.py) on the pair, read through the primary."""
+    """The fault tests' Fleet (tests/chaos/fleet.py) on the pair, read through the primary."""
     return Fleet(db, pair[0], run_cli, workers, tmp_path)
 
 

@@ -17,23 +17,21 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 
 import pytest
 
 from support.cli import QUEUECTL, configure, enqueue, queuectl
+from support.notify import Message, NotifySocket
 from support.waiting import wait_for
-from support.workers import WorkerProcs, state_is, until, wait_exit
+from support.procstat import gone
+from support.workers import WorkerProcs, read_pid, state_is, until, wait_exit
 from queuectl.host import logsetup
 from queuectl.domain.models import JobState
 from queuectl.host.notify import Notifier, watchdog_interval
@@ -53,117 +51,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-# -- a stand-in for systemd's notify socket ------------------------------------------------------
-
-
-@dataclass
-class Message:
-    """One datagram: when it arrived (time.monotonic()), who sent it (pid), and its text."""
-
-    at: float
-    pid: int | None
-    text: str
-    lines: list[str] = field(init=False)
-
-    def __post_init__(self):
-        self.lines = self.text.split("\n")
-
-    def get(self, key: str) -> str | None:
-        values = [line.split("=", 1)[1] for line in self.lines if line.startswith(key + "=")]
-        return values[-1] if values else None
-
-
-_SETTLE = "X-QUEUECTL-TEST-SETTLE="
-
-
-class NotifySocket:
-    """A bound AF_UNIX datagram socket recording every message, like systemd's notify socket.
-
-    `address` is what goes into NOTIFY_SOCKET: a path, or "@name" for an abstract socket.
-    `on_message(message)` runs in the reader thread before the message is recorded, so a
-    test that waits for the message also sees what the callback found at that moment.
-    """
-
-    def __init__(self, address: str, on_message=None, prepare=None):
-        self.address = address
-        self.on_message = on_message
-        self.prepare = prepare  # run first in the reader thread (e.g. to open a store there)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-        self.sock.bind("\0" + address[1:] if address.startswith("@") else address)
-        self.sock.settimeout(0.05)
-        self._messages: list[Message] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.errors: list[BaseException] = []
-        self._settled: set[str] = set()
-        self._thread = threading.Thread(target=self._read, name=f"notify-{address}", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        creds = struct.calcsize("3i")
-        if self.prepare is not None:
-            try:
-                self.prepare()
-            except BaseException as e:
-                self.errors.append(e)
-        while not self._stop.is_set():
-            try:
-                data, ancillary, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(creds))
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            at = time.monotonic()
-            pid = None
-            for level, kind, cdata in ancillary:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
-                    pid = struct.unpack("3i", cdata[:creds])[0]
-            message = Message(at, pid, data.decode("utf-8", "replace"))
-            if message.text.startswith(_SETTLE):
-                self._settled.add(message.text)
-                continue
-            if self.on_message is not None:
-                try:
-                    self.on_message(message)
-                except BaseException as e:  # reported by the test, not lost in the thread
-                    self.errors.append(e)
-            with self._lock:
-                self._messages.append(message)
-
-    def settle(self, timeout: float = 30.0) -> None:
-        """Return once every datagram already sent here has been recorded.
-
-        Sends a marker and waits for the reader to see it: a datagram socket's queue is
-        first in, first out, so what a worker sent before it exited comes first.
-        """
-        marker = f"{_SETTLE}{uuid.uuid4().hex}"
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-            s.sendto(marker.encode(), self.sock.getsockname())
-        wait_for(lambda: marker in self._settled, timeout=timeout, message="the notify reader to catch up")
-
-    @property
-    def messages(self) -> list[Message]:
-        with self._lock:
-            return list(self._messages)
-
-    def with_line(self, line: str) -> list[Message]:
-        return [m for m in self.messages if line in m.lines]
-
-    def pings(self) -> list[float]:
-        """Arrival times of the WATCHDOG=1 messages."""
-        return [m.at for m in self.with_line("WATCHDOG=1")]
-
-    def statuses(self) -> list[str]:
-        return [s for s in (m.get("STATUS") for m in self.messages) if s is not None]
-
-    def dump(self, since: float = 0.0) -> str:
-        return "\n".join(f"  {m.at - since:8.3f} pid={m.pid} {m.text!r}" for m in self.messages)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.sock.close()
+# -- a stand-in for systemd's notify socket (support.notify) -----------------------------------
 
 
 @pytest.fixture
@@ -677,29 +565,12 @@ def test_worker_logs_timestamps_when_journal_stream_does_not_match(run_cli, work
 # == --daemon ================================================================================================
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return data[data.rfind(b")") + 2:][:1] not in (b"Z", b"X")
-
-
-def _read_pid(path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
 @pytest.fixture
 def daemons(db):
     """Teardown: kill any daemon worker a failed test left (known by its pidfile or its registration)."""
     pidfiles: list = []
     yield pidfiles
-    pids = {p for p in map(_read_pid, pidfiles) if p}
+    pids = {p for p in map(read_pid, pidfiles) if p}
     with SqliteStore(db) as s:
         pids |= {w.pid for w in s.workers()}
     for pid in pids:
@@ -708,7 +579,7 @@ def daemons(db):
                 cmdline = f.read()
         except OSError:
             continue
-        if b"queuectl" in cmdline and b"--daemon" in cmdline and _alive(pid):  # one of this test's daemons
+        if b"queuectl" in cmdline and b"--daemon" in cmdline and not gone(pid):  # one of this test's daemons
             os.kill(pid, signal.SIGKILL)
 
 
@@ -733,8 +604,8 @@ def test_daemon_runs_jobs_and_worker_stop_stops_it(db, tmp_path, run_cli, store,
     assert r.stdout == "" and r.stderr == ""
     # It returned while its job still runs (the job waits for a file the test has not made yet).
     row = wait_for(lambda: store.worker_by_name("d1"), message="the daemon to register")
-    wait_for(lambda: _read_pid(pidfile), message="the pidfile")
-    assert _read_pid(pidfile) == row.pid and _alive(row.pid)
+    wait_for(lambda: read_pid(pidfile), message="the pidfile")
+    assert read_pid(pidfile) == row.pid and not gone(row.pid)
     wait_for(lambda: store.get_job("held").state == JobState.PROCESSING, message="the job to start")
     (tmp_path / "go").touch()
     wait_for(lambda: store.get_job("held").state == JobState.COMPLETED, message="the daemon to finish the job")
@@ -744,7 +615,7 @@ def test_daemon_runs_jobs_and_worker_stop_stops_it(db, tmp_path, run_cli, store,
 
     stop = queuectl(db, "worker", "stop", "--timeout", "30", env=clean_env())
     assert stop.stdout.strip() == f"d1 (pid {row.pid}): stopped", stop.stdout + stop.stderr
-    assert not _alive(row.pid)
+    assert gone(row.pid)
     wait_for(lambda: not pidfile.exists(), timeout=10, message="the pidfile to be removed")
     assert store.worker_by_name("d1") is None
     text = log.read_text()
@@ -771,7 +642,7 @@ def test_daemon_with_relative_paths_keeps_their_files(db, tmp_path, run_cli, sto
             os.unlink(p)
     assert not made, made
     row = store.worker_by_name("d5")
-    assert row is not None and _read_pid(tmp_path / "w.pid") == row.pid
+    assert row is not None and read_pid(tmp_path / "w.pid") == row.pid
     stop = queuectl(db, "worker", "stop", "d5", "--timeout", "30", env=clean_env())
     assert "stopped" in stop.stdout
     wait_for(lambda: not (tmp_path / "w.pid").exists(), timeout=10, message="the pidfile to be removed")
@@ -809,7 +680,7 @@ def test_daemon_replaces_a_stale_pidfile(db, tmp_path, run_cli, store, daemons):
     r = start_daemon(db, pidfile, log, "--name", "d3")
     assert r.returncode == 0, r.stderr
     row = wait_for(lambda: store.worker_by_name("d3"), message="the daemon to register")
-    wait_for(lambda: _read_pid(pidfile) == row.pid, message="the pidfile to hold the daemon's pid")
+    wait_for(lambda: read_pid(pidfile) == row.pid, message="the pidfile to hold the daemon's pid")
     assert row.pid != gone.pid
     stop = queuectl(db, "worker", "stop", "d3", "--timeout", "30", env=clean_env())
     assert "stopped" in stop.stdout
@@ -823,7 +694,7 @@ def test_daemon_refuses_a_pidfile_of_a_live_process(db, tmp_path, store, daemons
     r = start_daemon(db, pidfile, log, "--name", "d4")
     assert r.returncode == 1, r.stderr
     assert len(r.stderr.splitlines()) == 1 and "running process" in r.stderr, r.stderr
-    assert _read_pid(pidfile) == os.getpid()  # left alone
+    assert read_pid(pidfile) == os.getpid()  # left alone
     assert store.worker_by_name("d4") is None and not log.exists()
 
 

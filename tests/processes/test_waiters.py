@@ -14,8 +14,7 @@ import pytest
 
 from support.cli import QUEUECTL, configure, queuectl, shown, status
 from queuectl.domain.models import JobState
-from support.worker_steps import NOW, add, claim, finish, ok, register
-from unit.test_wait import ended
+from support.worker_steps import NOW, add, claim, ended, finish, ok, register
 from support.engines import BOTH_ENGINES
 from support.waiting import wait_for
 from support.workers import WorkerProcs

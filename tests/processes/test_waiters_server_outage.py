@@ -6,16 +6,15 @@ ends them with one line and exit 1. The rule alone: tests/unit/test_waiters_outa
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
 import time
 from urllib.parse import unquote
 
 import pytest
 
-from support.cli import QUEUECTL, configure, enqueue
+from support.cli import Waiter, configure, enqueue
+from support.procstat import tcp_ports
 from support.waiting import wait_for
 from support.engines import BOTH_ENGINES, POSTGRESQL_ONLY
 
@@ -25,35 +24,6 @@ pytestmark = BOTH_ENGINES
 # -- real processes, a real server ---------------------------------------------------------------------
 
 
-class Waiter:
-    """A queuectl command run as a process, its stdout and stderr in files (read while it runs)."""
-
-    def __init__(self, db: str, tmp_path, name: str, *args: str, env: dict | None = None):
-        self.name = name
-        self.out_path, self.err_path = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
-        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen([*QUEUECTL, "--db", db, *args], stdout=out, stderr=err,
-                                         env={**os.environ, **(env or {})})
-
-    def out(self) -> str:
-        return self.out_path.read_text()
-
-    def err(self) -> str:
-        return self.err_path.read_text()
-
-    def finish(self, timeout: float = 180) -> int:
-        """Its exit status, once it has exited (killed after `timeout` seconds: the test fails)."""
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"{self.name} still running after {timeout} s: {self.err()}") from None
-
-    def __repr__(self) -> str:
-        return f"{self.name}: exit {self.proc.poll()}, stdout {self.out()!r}, stderr {self.err()!r}"
-
-
 #: What each kind of waiter runs while it waits (the last statement its connection ran, as
 #: pg_stat_activity shows it): the reads of wait, enqueue --wait and cancel --wait (Store.jobs_by_id;
 #: not cancel's own `SELECT id, seq ... WHERE id IN`), and the follower's (Store.read_output).
@@ -61,31 +31,10 @@ POLLING = {"jobs by id": "SELECT seq, id, queue, command, %FROM queuectl.jobs WH
            "output": "%out_attempt%"}
 
 
-def _local_ports(pid: int) -> list[int]:
-    """The local ports of process `pid`'s TCP sockets (proc(5): its fds, then /proc/net/tcp by inode)."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[len("socket:["):-1])
-    except OSError:  # it has exited
-        return []
-    ports = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            ports += [int(fields[1].rsplit(":", 1)[1], 16) for fields in (line.split() for line in f.readlines()[1:])
-                      if fields[9] in inodes]
-    return ports
-
-
-def polls(pg_server, db: str, waiter: "Waiter", kind: str) -> bool:
+def polls(pg_server, db: str, waiter: Waiter, kind: str) -> bool:
     """True once `waiter` is in its waiting loop: its connection last ran, and finished, a read of `kind`."""
     dbname = unquote(db.rsplit("/", 1)[1])
-    ports = _local_ports(waiter.proc.pid)
+    ports = sorted(tcp_ports(waiter.proc.pid))
     return bool(ports) and pg_server.sql(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state = 'idle' AND query LIKE %s"
         " AND client_port = ANY(%s)", params=(dbname, POLLING[kind], ports))[0][0] > 0

@@ -50,7 +50,8 @@ def resolving(tmp_path):
             f'mount --bind {hosts} /etc/hosts && mount --bind {nsswitch} /etc/nsswitch.conf && exec "$@"', "sh"]
 
 
-def web(resolving, db: str, bind: str) -> subprocess.CompletedProcess:
+def run_web(resolving, db: str, bind: str) -> subprocess.CompletedProcess:
+    """`queuectl web --bind BIND` on `db` through `resolving`, to its end."""
     return subprocess.run([*resolving, *QUEUECTL, "--db", db, "web", "--bind", bind], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
 
@@ -58,7 +59,7 @@ def web(resolving, db: str, bind: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("name, address", [("exposed.test", "10.1.2.3"), ("mixed.test", "10.1.2.3"),
                                            ("localhost", "10.1.2.3")])
 def test_a_name_that_resolves_beyond_loopback_is_refused(resolving, db, name, address):
-    done = web(resolving, db, f"{name}:{free_port()}")
+    done = run_web(resolving, db, f"{name}:{free_port()}")
     assert done.returncode == 78 and done.stdout == "", done
     assert done.stderr.startswith(f"queuectl: error: refusing to listen on {name} ({address}) without users:"), done
     assert len(done.stderr.splitlines()) == 1
@@ -67,7 +68,7 @@ def test_a_name_that_resolves_beyond_loopback_is_refused(resolving, db, name, ad
 
 def test_a_name_that_resolves_to_nothing_is_one_line(resolving, db):
     port = free_port()
-    done = web(resolving, db, f"nowhere.test:{port}")
+    done = run_web(resolving, db, f"nowhere.test:{port}")
     assert done.returncode == 78 and done.stdout == "", done
     assert done.stderr.startswith(f"queuectl: error: cannot listen on nowhere.test:{port}: "), done
     assert len(done.stderr.splitlines()) == 1

@@ -16,7 +16,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from support.cli import QUEUECTL, queuectl, shown, status as queue_status
+from support.cli import QUEUECTL, dead_job, enqueued, queuectl, shown, status as queue_status
 from support.engines import snapshot
 from support.suite import require
 from support.waiting import wait_for
@@ -52,26 +52,14 @@ def browser(request, shots):
     b.close()
 
 
-def enqueue(db: str, **job) -> str:
-    return queuectl(db, "enqueue", json.dumps(job)).stdout.strip()
-
-
 def state_of(db: str, job_id: str) -> str:
     return shown(db, job_id)["state"]
 
 
-def make_dead(db: str, **job) -> str:
-    """A job that fails with no retry left, run by a burst worker: dead."""
-    job_id = enqueue(db, max_retries=0, **{"command": "exit 3", **job})
-    queuectl(db, "worker", "start", "--burst")
-    assert state_of(db, job_id) == "dead"
-    return job_id
-
-
 def on_dead_job_page(db: str, web, users: str, browser, user: str, shot: str) -> str:
-    """Make a dead job (make_dead), serve the dashboard with `users`, sign `user` in and open the job's page
+    """Make a dead job (support.cli.dead_job), serve the dashboard with `users`, sign `user` in and open the job's page
     (screenshot `shot`); return the job's id."""
-    job_id = make_dead(db)
+    job_id = dead_job(db)
     server = web(users=users)
     browser.sign_in(user, USERS[user][1])
     browser.visit(f"{server.url}/jobs/{job_id}", shot)
@@ -102,16 +90,16 @@ def token_of(server: WebServer, user: str, path: str) -> str:
 
 
 def test_the_overview_counts_are_status_s_and_follow_the_queue(db, web, users, browser, workers, tmp_path):
-    make_dead(db, queue="deploy")
+    dead_job(db, queue="deploy")
     for n in range(3):
-        enqueue(db, command="true", queue="build")
+        enqueued(db, command="true", queue="build")
     server = web(users=users)
     browser.sign_in("victor", USERS["victor"][1])
-    enqueue(db, command="true", queue="build")
+    enqueued(db, command="true", queue="build")
     workers.start()
     wait_for(lambda: status_counts(db)["build"]["completed"] == 4, message="the quick jobs to end")
     gate = tmp_path / "gate"
-    slow = enqueue(db, command=f"until [ -e {gate} ]; do sleep 0.05; done")
+    slow = enqueued(db, command=f"until [ -e {gate} ]; do sleep 0.05; done")
     expected = wait_for(lambda: (c := status_counts(db))[""]["processing"] == 1 and c,
                         message="the slow job to run")
     browser.visit(server.url + "/", "overview")
@@ -144,8 +132,8 @@ def test_a_bulk_cancel_by_filter_cancels_exactly_what_the_filter_matches(db, web
     click; every matching job cancelled and every other one left pending (no worker runs)."""
     from selenium.webdriver.common.by import By
 
-    matched = [enqueue(db, queue="batch", command=f"echo nightly-{n}") for n in range(4)]
-    others = [enqueue(db, queue="batch", command="echo other"), enqueue(db, queue="keep", command="echo nightly-9")]
+    matched = [enqueued(db, queue="batch", command=f"echo nightly-{n}") for n in range(4)]
+    others = [enqueued(db, queue="batch", command="echo other"), enqueued(db, queue="keep", command="echo nightly-9")]
     server = web(users=users)
     browser.sign_in("olga", USERS["olga"][1])
     browser.visit(f"{server.url}/jobs?queue=batch&text=nightly", "filtered")
@@ -166,7 +154,7 @@ def test_a_bulk_cancel_by_filter_cancels_exactly_what_the_filter_matches(db, web
 
 def test_a_running_job_s_output_shows_while_it_runs(db, web, browser, workers, tmp_path):
     gate = tmp_path / "gate"
-    job_id = enqueue(db, command=f"echo first line; until [ -e {gate} ]; do sleep 0.05; done; echo second line")
+    job_id = enqueued(db, command=f"echo first line; until [ -e {gate} ]; do sleep 0.05; done; echo second line")
     server = web()
     workers.start()
     wait_for(lambda: state_of(db, job_id) == "processing", message="the job to run")
@@ -185,7 +173,7 @@ def test_a_running_job_s_output_shows_while_it_runs(db, web, browser, workers, t
 
 
 def test_a_viewer_s_post_is_refused_and_changes_nothing(db, web, users):
-    job_id = make_dead(db)
+    job_id = dead_job(db)
     server = web(users=users)
     token = token_of(server, "olga", f"/jobs/{job_id}")
     before = snapshot(db)
@@ -199,7 +187,7 @@ def test_a_viewer_s_post_is_refused_and_changes_nothing(db, web, users):
 
 
 def test_a_post_without_the_token_or_from_another_site_is_refused(db, web, users):
-    job_id = make_dead(db)
+    job_id = dead_job(db)
     server = web(users=users)
     token = token_of(server, "olga", f"/jobs/{job_id}")
     url = f"{server.url}/jobs/{job_id}/retry"
@@ -258,9 +246,9 @@ def links_of(driver) -> list[tuple[str, str, str]]:
 
 def test_every_page_works_under_a_url_prefix(db, web, users, browser):
     prefix = "/q/p"
-    first = enqueue(db, command="true", queue="build")
-    second = enqueue(db, command="true", after=[first])
-    dead = make_dead(db)
+    first = enqueued(db, command="true", queue="build")
+    second = enqueued(db, command="true", after=[first])
+    dead = dead_job(db)
     queuectl(db, "schedule", "add", "tick", "--every", "1h", json.dumps({"command": "true"}))
     queuectl(db, "pause", "build")
     server = web(users=users, prefix=prefix)
@@ -298,8 +286,8 @@ def test_commands_are_shown_as_text_and_run_no_script(db, web, users, browser, w
     words = " ".join(f"'{x}'" for x in XSS)
     command, dead_command = f"sh w {words}", f"false {words}"
     assert max(len(command), len(dead_command)) <= 80  # not cut short on the lists
-    dead = make_dead(db, command=dead_command)
-    running = enqueue(db, command=command, cwd=str(tmp_path))
+    dead = dead_job(db, command=dead_command)
+    running = enqueued(db, command=command, cwd=str(tmp_path))
     server = web(users=users)
     workers.start()
     wait_for(lambda: state_of(db, running) == "processing", message="the job to run")
@@ -338,7 +326,7 @@ def test_commands_are_shown_as_text_and_run_no_script(db, web, users, browser, w
 
 
 def test_the_csp_forbids_inline_script_and_no_page_has_any(db, web, users, browser):
-    job_id = make_dead(db)
+    job_id = dead_job(db)
     server = web(users=users)
     browser.sign_in("olga", USERS["olga"][1])
     for page in ("/", "/jobs", f"/jobs/{job_id}", "/queues", "/workers", "/schedules", "/nowhere"):
@@ -448,9 +436,9 @@ def test_the_overview_charts_wait_and_run_times_in_the_light_and_the_dark_theme(
     DevTools protocol), every chart's marks and labels readable on its background (WCAG contrast 3 or more)."""
     from selenium.webdriver.common.by import By
 
-    make_dead(db)
+    dead_job(db)
     for _ in range(2):
-        enqueue(db, command="true")
+        enqueued(db, command="true")
     queuectl(db, "worker", "start", "--burst")
     wait_for(lambda: any(r["run_p50"] is not None and r["wait_p50"] is not None
                          for r in json.loads(queuectl(db, "history", "--json", "--since", "2h").stdout)),
@@ -537,9 +525,9 @@ def test_under_an_allowed_name_everything_works_and_a_rebound_name_reads_nothing
     rules = "MAP queue.test 127.0.0.1, MAP rebind.test 127.0.0.1"
     b = chromium.Browser(shots, request.node.name, (f"--host-resolver-rules={rules}",))
     try:
-        dead = make_dead(db)
+        dead = dead_job(db)
         gate = tmp_path / "gate"
-        running = enqueue(db, command=f"echo first line; until [ -e {gate} ]; do sleep 0.05; done")
+        running = enqueued(db, command=f"echo first line; until [ -e {gate} ]; do sleep 0.05; done")
         server = web("--allow-host", "queue.test", users=users)
         b.sign_in("olga", USERS["olga"][1])
         allowed, rebound = f"http://queue.test:{server.port}", f"http://rebind.test:{server.port}"
@@ -548,7 +536,7 @@ def test_under_an_allowed_name_everything_works_and_a_rebound_name_reads_nothing
         b.visit(allowed + "/", "allowed-overview")
         expected = status_counts(db)
         b.wait(lambda d: shown_counts(d) == expected, SHOWN, f"the overview to show {expected}")
-        enqueue(db, command="true", queue="later", delay=3600)
+        enqueued(db, command="true", queue="later", delay=3600)
         expected = wait_for(lambda: (c := status_counts(db)).get("later") and c, message="the delayed job")
         b.wait(lambda d: shown_counts(d) == expected, SHOWN, "the live refresh to show the new job")
         b.visit(f"{allowed}/jobs/{running}", "allowed-output")

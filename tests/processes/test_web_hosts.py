@@ -9,32 +9,21 @@ import base64
 import json
 import re
 import socket
-import subprocess
 
 import pytest
 
-from support.cli import QUEUECTL
-from support.webserver import USERS, WebServer, request
+from support.cli import dead_job
+from support.webserver import SECRET, USERS, WebServer, request
 
-SECRET = "s3cr3t-token"
 PATHS = ("/", "/?part=live", "/jobs", "/jobs/j-dead", "/jobs/j-dead/output.json", "/queues", "/workers",
          "/schedules", "/static/app.js", "/static/style.css")
 
 
 @pytest.fixture
-def db(tmp_path) -> str:
-    """A SQLite queue with one dead job whose command and output hold SECRET."""
-    path = str(tmp_path / "q.db")
-    queuectl = [*QUEUECTL, "--db", path]
-    subprocess.run([*queuectl, "enqueue", "--id", "j-dead", "--max-retries", "0", "--", "sh", "-c",
-                    f"echo {SECRET}; exit 3"], check=True, capture_output=True)
-    subprocess.run([*queuectl, "worker", "start", "--burst"], check=True, capture_output=True)
-    return path
-
-
-@pytest.fixture
-def web(web, users):
-    """Start `queuectl web` (the tier's fixture) with the users of `users`."""
+def serve(web, users, db):
+    """Start `queuectl web` (the tier's `web`) with the users of `users`, on a queue with one dead job, j-dead, whose
+    command and output hold SECRET."""
+    dead_job(db, id="j-dead", command=f"echo {SECRET}; exit 3")
     return lambda *args, **kw: web(*args, users=users, **kw)
 
 
@@ -55,8 +44,8 @@ def refusals(server: WebServer, name: str) -> list[str]:
     return [line for line in server.log().splitlines() if f"refusing requests for host {name}:" in line]
 
 
-def test_a_foreign_host_gets_421_and_no_data_on_every_address_and_the_allowed_name_everything(web):
-    server = web("--allow-host", "queue.example.test")
+def test_a_foreign_host_gets_421_and_no_data_on_every_address_and_the_allowed_name_everything(serve):
+    server = serve("--allow-host", "queue.example.test")
     for path in PATHS:
         for host in ("rebind.example.test", f"rebind.example.test:{server.port}"):
             assert_refused(get(server, path, host), "rebind.example.test")
@@ -72,21 +61,21 @@ def test_a_foreign_host_gets_421_and_no_data_on_every_address_and_the_allowed_na
                      r"127\.0\.0\.1, \[::1\], queue\.example\.test \(users of ", server.log()), server.log()
 
 
-def test_the_site_file_s_hosts_are_answered_and_allow_host_replaces_them(web, tmp_path, monkeypatch):
+def test_the_site_file_s_hosts_are_answered_and_allow_host_replaces_them(serve, tmp_path, monkeypatch):
     site = tmp_path / "queuectl.conf"
     site.write_text("[web]\nhosts = a.example.test, .b.example.test\n")
     monkeypatch.setenv("QUEUECTL_CONFIG", str(site))
-    from_file = web()
+    from_file = serve()
     for host in ("a.example.test", "b.example.test:8080", "x.b.example.test"):
         assert get(from_file, "/jobs/j-dead", host)[0] == 200, host
     assert_refused(get(from_file, "/jobs/j-dead", "c.example.test"), "c.example.test")
-    given = web("--allow-host", "c.example.test")
+    given = serve("--allow-host", "c.example.test")
     assert get(given, "/jobs/j-dead", "c.example.test")[0] == 200
     assert_refused(get(given, "/jobs/j-dead", "a.example.test"), "a.example.test")
 
 
-def test_bound_to_every_address_it_answers_the_address_a_request_arrived_at(web):
-    server = web(host="0.0.0.0")
+def test_bound_to_every_address_it_answers_the_address_a_request_arrived_at(serve):
+    server = serve(host="0.0.0.0")
     assert get(server, "/jobs/j-dead", f"127.0.0.2:{server.port}", address="127.0.0.2")[0] == 200
     assert_refused(get(server, "/jobs/j-dead", f"127.0.0.3:{server.port}", address="127.0.0.2"), "127.0.0.3")
     assert_refused(get(server, "/jobs/j-dead", f"0.0.0.0:{server.port}"), "0.0.0.0")
@@ -104,10 +93,10 @@ def raw(port: int, lines: list[str]) -> str:
     return answer.decode("utf-8", "replace")
 
 
-def test_a_request_target_in_absolute_form_is_judged_by_its_host(web):
+def test_a_request_target_in_absolute_form_is_judged_by_its_host(serve):
     """`GET http://name/path` (RFC 9112: the target's host is the request's, whatever Host says), which gunicorn
     serves as /path."""
-    server = web()
+    server = serve()
     credentials = "Authorization: Basic " + base64.b64encode(b"olga:" + USERS["olga"][1].encode()).decode()
     host = f"Host: 127.0.0.1:{server.port}"
     answer = raw(server.port, ["GET http://rebind.example.test/jobs/j-dead HTTP/1.1", host, credentials])
@@ -116,7 +105,7 @@ def test_a_request_target_in_absolute_form_is_judged_by_its_host(web):
     assert answer.startswith("HTTP/1.1 200 ") and "j-dead" in answer
 
 
-def test_on_a_dual_stack_socket_an_ipv4_loopback_peer_is_the_proxy_s_side(web):
+def test_on_a_dual_stack_socket_an_ipv4_loopback_peer_is_the_proxy_s_side(serve):
     """Bound to [::] (IPv4 peers come as ::ffff:127.0.0.1), the trusted proxy's headers are believed from
     127.0.0.1 as from ::1: its user header names the user, its X-Forwarded-Host is checked."""
     try:
@@ -124,7 +113,7 @@ def test_on_a_dual_stack_socket_an_ipv4_loopback_peer_is_the_proxy_s_side(web):
             probe.bind(("::", 0))
     except OSError as e:
         pytest.skip(f"no IPv6 here: {e.strerror}")
-    server = web("--user-header", "X-Remote-User", host="[::]")
+    server = serve("--user-header", "X-Remote-User", host="[::]")
     url = f"http://127.0.0.1:{server.port}/jobs/j-dead"
     status, _, body = request(url, headers={"X-Remote-User": "olga"})
     assert status == 200 and "olga (operator)" in body, (status, body[:300])

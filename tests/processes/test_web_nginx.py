@@ -13,7 +13,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -21,6 +20,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from queuectl.store import open_store
+from support.cli import dead_job, queuectl
 from support.pgserver import free_port, poll_until
 from support.webserver import USERS, WebServer, request, users_file
 
@@ -117,17 +117,10 @@ def parsed(body: str) -> Links:
 
 
 @pytest.fixture
-def db(tmp_path):
-    """A SQLite queue with JOB dead (its command holds markup) and another pending, made by a real worker."""
-    path = str(tmp_path / "q.db")
-    queuectl = [sys.executable, "-m", "queuectl", "--db", path]
-    subprocess.run([*queuectl, "enqueue", "--id", JOB, "--max-retries", "0", "--", "sh", "-c", "echo '<b>x</b>'; exit 3"],
-                   check=True, capture_output=True)
-    subprocess.run([*queuectl, "worker", "start", "--burst"], check=True, capture_output=True)
-    subprocess.run([*queuectl, "enqueue", "--id", "j-later", "--delay", "3600", "--", "true"], check=True,
-                   capture_output=True)
-    assert state(path, JOB) == "dead"
-    return path
+def jobs(db) -> None:
+    """In `db`, JOB dead (its command holds markup) and another pending, made by real processes."""
+    dead_job(db, id=JOB, command="echo '<b>x</b>'; exit 3")
+    queuectl(db, "enqueue", "--id", "j-later", "--delay", "3600", "--", "true")
 
 
 def state(db: str, job_id: str) -> str:
@@ -146,8 +139,9 @@ def htpasswd(path: Path) -> Path:
 
 
 @pytest.fixture
-def proxied(db, tmp_path):
-    """Start (dashboard, nginx) for `mode` "password" (the dashboard checks passwords) or "header" (nginx does)."""
+def proxied(db, jobs, tmp_path):
+    """Start (dashboard, nginx) on `db` and its `jobs`, for `mode` "password" (the dashboard checks passwords) or
+    "header" (nginx does)."""
     started = []
 
     def start(mode: str, *extra: str):

@@ -1,13 +1,16 @@
 """queuectl's commands from a test: in-process through Click (Cli, the `run_cli` fixture's; it works on
-Debian's Click 8.1 and PyPI's newer Click) or as real processes (queuectl), and the one shape of an error
-every bad input gets (assert_error)."""
+Debian's Click 8.1 and PyPI's newer Click) or as real processes (queuectl, timed; a dead job made so, dead_job;
+a command that waits, read while it runs, Waiter), what a command that worked prints (assert_ok, parse_metrics
+for `queuectl metrics`), and the one shape of an error every bad input gets (assert_error)."""
 
 from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
+import time
 
 from click.testing import CliRunner
 
@@ -26,6 +29,12 @@ def json_error_position(text: str) -> str:
     except json.JSONDecodeError as e:
         return f"column {e.colno}" if e.lineno == 1 else f"line {e.lineno} column {e.colno}"
     raise AssertionError(f"{text!r} is valid JSON")
+
+
+def assert_ok(result) -> str:
+    """Exit 0; return stdout."""
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    return result.stdout
 
 
 def assert_error(result, code: int, *fragments: str) -> str:
@@ -89,6 +98,14 @@ def enqueue(run_cli: Cli, **job) -> str:
     return r.stdout.strip()
 
 
+def parse_metrics(text: str) -> dict:
+    """`queuectl metrics` output read by a real Prometheus parser (prometheus_client's): {(name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
 QUEUECTL = [sys.executable, "-m", "queuectl"]
 
 
@@ -100,6 +117,13 @@ def queuectl(db: str, *args: str, check: bool = True, timeout: float = 60, **kw)
     return proc
 
 
+def timed(db: str, *args: str, timeout: float = 60, **kw) -> tuple[subprocess.CompletedProcess, float]:
+    """queuectl(..., check=False): the process, and the seconds it took."""
+    began = time.monotonic()
+    proc = queuectl(db, *args, check=False, timeout=timeout, **kw)
+    return proc, time.monotonic() - began
+
+
 def status(db: str) -> dict:
     """`queuectl status --json` as a real process, parsed."""
     return json.loads(queuectl(db, "status", "--json").stdout)
@@ -108,3 +132,60 @@ def status(db: str) -> dict:
 def shown(db: str, job_id: str) -> dict:
     """`queuectl show JOB_ID --json` as a real process, parsed: the job as the CLI shows it."""
     return json.loads(queuectl(db, "show", job_id, "--json").stdout)
+
+
+def enqueued(db: str, **job) -> str:
+    """`queuectl enqueue JSON` as a real process; return the job's id."""
+    return queuectl(db, "enqueue", json.dumps(job)).stdout.strip()
+
+
+def dead_job(db: str, **job) -> str:
+    """A job of `job` (the enqueue JSON's fields; command "exit 3" unless given, which must fail) with no retry,
+    run by a burst worker, as real processes: dead. Return its id."""
+    job_id = enqueued(db, max_retries=0, **{"command": "exit 3", **job})
+    queuectl(db, "worker", "start", "--burst")
+    assert shown(db, job_id)["state"] == "dead"
+    return job_id
+
+
+class Waiter:
+    """A queuectl command (`wait`, `logs -f`, `enqueue --wait`, ...) run to its end as a process of its own session,
+    with `env`, its stdout and stderr in files of their own (read while it runs); `name` names them."""
+
+    def __init__(self, db: str, tmp_path, name: str, *args: str, env: dict | None = None):
+        self.name = name
+        self.out_path, self.err_path = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen([*QUEUECTL, "--db", db, *args], stdout=out, stderr=err,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         env={**os.environ, **(env or {})})
+
+    def out(self) -> str:
+        return self.out_path.read_text()
+
+    def err(self) -> str:
+        return self.err_path.read_text()
+
+    def finish(self, timeout: float = 180) -> int:
+        """Its exit status, once it has exited (killed after `timeout` seconds: the test fails)."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.name} still running after {timeout} s: {self.err()}") from None
+
+    def result(self, timeout: float) -> tuple[int | None, str, str]:
+        """(exit code, stdout, stderr) once it exits, within `timeout` seconds; exit code None if it did not."""
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        return code, self.out(), self.err()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __repr__(self) -> str:
+        return f"{self.name}: exit {self.proc.poll()}, stdout {self.out()!r}, stderr {self.err()!r}"

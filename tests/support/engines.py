@@ -3,6 +3,9 @@
     pytestmark = BOTH_ENGINES      every test of the module runs on SQLite, then on PostgreSQL
     @SQLITE_ONLY                   in such a module, a test of what only SQLite has (its file, its pragmas)
     @POSTGRESQL_ONLY               ... or only PostgreSQL (its server)
+    pytestmark = ON_POSTGRESQL     every test of the module has a PostgreSQL queue alone (no ids added)
+
+Without a mark, `db` is a SQLite file's path.
 """
 
 import sqlite3
@@ -15,10 +18,20 @@ ENGINES = ("sqlite", "postgresql")
 BOTH_ENGINES = pytest.mark.both_engines
 SQLITE_ONLY = pytest.mark.parametrize("db", ["sqlite"], indirect=True)
 POSTGRESQL_ONLY = pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+ON_POSTGRESQL = pytest.mark.on_postgresql
 
 
 def sqlite_path(tmp_path) -> str:
     return str(tmp_path / "queue.db")
+
+
+def engine_of(request) -> str:
+    """The engine of the test's `db` (`request` is the fixture's): its parameter (BOTH_ENGINES, SQLITE_ONLY,
+    POSTGRESQL_ONLY), else PostgreSQL under ON_POSTGRESQL, else SQLite."""
+    param = getattr(request, "param", None)
+    if param is not None:
+        return param
+    return "postgresql" if request.node.get_closest_marker("on_postgresql") else "sqlite"
 
 
 def engine_db(request, tmp_path, engine: str) -> str:

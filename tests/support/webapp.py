@@ -31,16 +31,6 @@ class Counting:
         return counted
 
 
-class Clock:
-    """A monotonic clock that a test moves (`now += seconds`)."""
-
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
 def auth(user: str, password: str | None = None) -> dict:
     """The Authorization header of `user` (of USERS, or with `password`)."""
     secret = USERS[user][1] if password is None else password

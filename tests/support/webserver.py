@@ -27,6 +27,8 @@ from support.pgserver import free_port
 START_TIMEOUT, STOP_TIMEOUT = 30.0, 15.0
 #: The users every dashboard a test starts with users knows: name -> (role, password).
 USERS = {"olga": ("operator", "olga-secret"), "victor": ("viewer", "victor-secret")}
+#: What a dead job's command (and output) holds in the host name tests: no refused answer may show it.
+SECRET = "s3cr3t-token"
 
 
 def users_file(path: Path, users: dict[str, tuple[str, str]] = USERS) -> str:

@@ -96,11 +96,12 @@ def state_is(store, job_id: str, *states: JobState):
 
 
 def read_pid(path) -> int | None:
+    """The pid in the file `path`, or None while there is none (no file, or not a whole number yet)."""
     try:
         text = path.read_text().strip()
     except FileNotFoundError:
         return None
-    return int(text) if text else None
+    return int(text) if text.isdigit() else None
 
 
 def start_sleeping_job(run_cli, workers, tmp_path):

@@ -10,8 +10,10 @@ import os
 
 import pytest
 
-from .container import (RELEASES, REPO, Container, debian_python_missing, install_source, missing_prerequisites,
-                        release_root, require)
+from support.suite import require
+
+from .container import (RELEASES, REPO, TIER, Container, debian_python_missing, install_source,
+                        missing_prerequisites, release_root)
 
 
 @pytest.fixture(scope="module", params=RELEASES)
@@ -23,11 +25,11 @@ def release(request) -> str:
 @pytest.fixture(scope="module")
 def booted(release):
     """A freshly booted container of Debian `release` for one test module (its root: release_root)."""
-    require(missing_prerequisites(release))
+    require(missing_prerequisites(release), TIER)
     try:
         lower = release_root(release)
     except RuntimeError as e:  # debootstrap failed: no route to Debian's archive, say
-        require(str(e))
+        require(str(e), TIER)
     container = Container(machine=f"qtest-{release[:4]}-{os.getpid()}", lower=lower)
     try:
         container.boot()
@@ -39,7 +41,7 @@ def booted(release):
 @pytest.fixture(scope="module")
 def source_install(booted):
     """The container with queuectl installed from this source tree: launcher, units, system user."""
-    require(debian_python_missing(root=booted.lower))
+    require(debian_python_missing(root=booted.lower), TIER)
     c = booted
     install_source(c)
     for unit in (REPO / "systemd").iterdir():

@@ -20,7 +20,6 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from support.suite import require as require_for
 from support.waiting import wait_for
 
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -39,6 +38,8 @@ MASKED = ("postgresql.service", "postgresql@.service")
 #: The Debian releases the system tier boots, each with its Python: this host's own (an overlay of its
 #: root) and the other, from a root that debootstrap makes (release_root).
 RELEASES = ("bookworm", "trixie")
+#: The tier, as support.suite.require names it (a missing prerequisite fails it under CI).
+TIER = "system"
 #: Where debootstrapped roots are kept between runs (QUEUECTL_TEST_CACHE overrides).
 CACHE = Path(os.environ.get("QUEUECTL_TEST_CACHE", "/var/cache/queuectl-tests"))
 MIRROR = "http://deb.debian.org/debian"
@@ -330,11 +331,6 @@ def boot_all(containers: Iterable[Container], timeout: float = 90) -> None:
 def container_until(predicate, what: str, timeout: float = 60.0):
     """Poll `predicate` inside the container until it is truthy; fail after `timeout` seconds."""
     return wait_for(predicate, timeout=timeout, interval=0.2, message=what)
-
-
-def require(reason: str | None) -> None:
-    """Skip with `reason`, or fail under CI where this tier is mandatory."""
-    require_for(reason, "system")
 
 
 #: Where the package's file is put inside a container (not /tmp or /run: fresh tmpfs mounts inside).

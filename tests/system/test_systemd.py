@@ -9,7 +9,9 @@ import time
 from support.cli import queuectl
 from queuectl.store import open_store
 
-from .container import container_until, q, require
+from support.suite import require
+
+from .container import TIER, container_until, q
 from .container import debian_python_missing
 
 
@@ -24,7 +26,8 @@ def job(c, job_id: str):
     return json.loads(q(c, "show", job_id, "--json").stdout)
 
 
-def state_is(c, job_id: str, state: str):
+def shows_state(c, job_id: str, state: str):
+    """A predicate: `queuectl show` in the container gives job `job_id` in `state`."""
     return lambda: job(c, job_id)["state"] == state
 
 
@@ -62,7 +65,7 @@ def test_systemctl_stop_drains_the_running_job_and_does_not_restart(sysd):
     c = sysd
     start(c, "1")
     enqueue(c, id="long", command="sleep 10; echo finished")
-    container_until(state_is(c, "long", "processing"), "the job to start")
+    container_until(shows_state(c, "long", "processing"), "the job to start")
     began = time.monotonic()
     c.run("systemctl", "stop", "queuectl-worker@1", timeout=120)  # returns once the unit has stopped
     assert time.monotonic() - began > 5  # it waited for the job rather than killing it
@@ -91,7 +94,7 @@ def slow_first_attempt(c, job_id: str) -> None:
 
 
 def assert_recovered_by_next_incarnation(c, job_id: str, began: float) -> None:
-    container_until(state_is(c, job_id, "completed"), "the job to be recovered and completed", timeout=25)
+    container_until(shows_state(c, job_id, "completed"), "the job to be recovered and completed", timeout=25)
     # stale-after is 30 s by default: the new incarnation recovered its predecessor's job at once
     assert time.monotonic() - began < 25
     info = job(c, job_id)
@@ -120,7 +123,7 @@ def test_a_worker_on_postgresql_rides_out_an_outage_longer_than_its_watchdog(pg_
     # The session's server, on this machine's loopback, which the container shares. The worker
     # pings through the outage (the watchdog rule): no restart, and its jobs are not killed. (The
     # database outlives the unit: pg_uri comes before sysd, so its teardown comes after.)
-    require(debian_python_missing(("click", "sdnotify", "daemon", "psycopg"), root=sysd.lower))
+    require(debian_python_missing(("click", "sdnotify", "daemon", "psycopg"), root=sysd.lower), TIER)
     c = sysd
     watchdog_dropin(c, 10)
     c.write("/etc/queuectl/worker-1.env", f"QUEUECTL_DB={pg_uri}\nQUEUECTL_WORKER_COUNT=2\n")
@@ -178,11 +181,11 @@ def test_queuectl_worker_stop_stops_every_instance_through_systemctl(sysd):
     c = sysd
     start(c, "1", "2")
     enqueue(c, id="drained", command="sleep 3; echo ok")
-    container_until(state_is(c, "drained", "processing"), "the job to start")
+    container_until(shows_state(c, "drained", "processing"), "the job to start")
     pids = {i: main_pid(c, i) for i in ("1", "2")}
     out = q(c, "worker", "stop").stdout
     assert sorted(out.splitlines()) == [f"{i} (pid {pids[i]}): stopped" for i in ("1", "2")]
-    assert state_is(c, "drained", "completed")()
+    assert shows_state(c, "drained", "completed")()
     for i in ("1", "2"):
         props = c.show(f"queuectl-worker@{i}", "ActiveState", "Result", "NRestarts")
         assert props == {"ActiveState": "inactive", "Result": "success", "NRestarts": "0"}
@@ -235,7 +238,7 @@ def test_enqueue_wakes_a_sandboxed_worker_at_once(sysd):
     time.sleep(6.5)  # past a heartbeat (5 s), where the worker re-reads its settings: it now polls once a minute
     began = time.monotonic()
     enqueue(c, id="woken", command="true")
-    container_until(state_is(c, "woken", "completed"), "the woken worker to run the job", timeout=20)
+    container_until(shows_state(c, "woken", "completed"), "the woken worker to run the job", timeout=20)
     assert time.monotonic() - began < 10
 
 
@@ -245,7 +248,7 @@ def test_the_metrics_timer_writes_a_file_that_parses(sysd):
     c = sysd
     start(c, "1")
     enqueue(c, id="m1", command="true")
-    container_until(state_is(c, "m1", "completed"), "a job to complete")
+    container_until(shows_state(c, "m1", "completed"), "a job to complete")
     c.run("mkdir", "-p", "/var/lib/prometheus/node-exporter")  # what prometheus-node-exporter ships
     c.run("chmod", "0755", "/var/lib/prometheus/node-exporter")
     c.run("systemctl", "start", "queuectl-metrics.timer")  # OnBootSec passed long ago: it fires at once

@@ -54,7 +54,7 @@ with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60) as s:
 
 
 @pytest.fixture(scope="module")
-def host(booted, deb):
+def web_host(booted, deb):
     """The booted container with the package installed (its recommended libraries are on the root)."""
     c = place_deb(booted, deb)
     apt(c, "install", SRV)
@@ -87,8 +87,8 @@ def test_the_deb_ships_the_units_templates_and_static_files(deb):
     assert {"python3-flask", "python3-gunicorn", "python3-bcrypt"} <= set(re.split(r"[,\s]+", recommends))
 
 
-def test_installed_but_not_enabled(host):
-    c = host
+def test_installed_but_not_enabled(web_host):
+    c = web_host
     for unit in (SOCKET, SERVICE):
         assert c.run("systemctl", "cat", unit).returncode == 0
         assert state(c, unit)["ActiveState"] == "inactive", unit
@@ -97,8 +97,8 @@ def test_installed_but_not_enabled(host):
     assert c.run("systemctl", "is-enabled", SERVICE, check=False).stdout.strip() == "indirect"
 
 
-def test_socket_starts_the_service_at_the_first_connection(host):
-    c = host
+def test_socket_starts_the_service_at_the_first_connection(web_host):
+    c = web_host
     c.run("systemctl", "enable", "--now", SOCKET)
     assert c.show(SOCKET, "SubState")["SubState"] == "listening"
     assert (c.root / "etc/systemd/system/sockets.target.wants" / SOCKET).is_symlink()
@@ -116,8 +116,8 @@ def test_socket_starts_the_service_at_the_first_connection(host):
     assert "from-carol" in get(c, URL + "jobs")[1]
 
 
-def test_users_file_makes_a_sign_in_necessary(host):
-    c = host
+def test_users_file_makes_a_sign_in_necessary(web_host):
+    c = web_host
     c.run("install", "-m", "0640", "-o", "root", "-g", "queuectl", "/dev/null", USERS)
     c.run("queuectl", "web-user", "set", "alice", "--role", "operator", "--password-stdin", "--file", USERS,
           input="correct horse\n")
@@ -139,8 +139,8 @@ def test_users_file_makes_a_sign_in_necessary(host):
     assert json.loads(c.run("queuectl", "show", "from-carol", "--json").stdout)["state"] == "cancelled"
 
 
-def test_stop_ends_the_service_cleanly_and_the_socket_starts_it_again(host):
-    c = host
+def test_stop_ends_the_service_cleanly_and_the_socket_starts_it_again(web_host):
+    c = web_host
     c.run("systemctl", "stop", SERVICE, timeout=60)
     after = state(c)
     assert (after["ActiveState"], after["Result"], after["ExecMainStatus"]) == ("inactive", "success", "0"), after
@@ -150,11 +150,11 @@ def test_stop_ends_the_service_cleanly_and_the_socket_starts_it_again(host):
     assert state(c)["ActiveState"] == "active"
 
 
-def test_the_socket_activated_service_answers_the_configured_name_and_no_other(host):
+def test_the_socket_activated_service_answers_the_configured_name_and_no_other(web_host):
     """[web] hosts = in the site file names the public name: with the socket's address, the names the service
     answers to (its first line lists them); another name gets 421 and nothing of the queue, and the journal
     names it once."""
-    c, alice = host, "alice:correct horse"
+    c, alice = web_host, "alice:correct horse"
     c.run("sh", "-c", f"printf 'hosts = queue.example.test\\n' >> {CONF}")  # [web] is the file's last section
     c.run("systemctl", "stop", SERVICE, timeout=60)
     status, body = get(c, URL + "jobs/from-carol", alice, host="queue.example.test:8765")
@@ -174,11 +174,11 @@ def test_the_socket_activated_service_answers_the_configured_name_and_no_other(h
     assert "for host names localhost, 127.0.0.1, [::1], queue.example.test (users of" in started, started
 
 
-def test_the_workers_page_shows_a_worker_unit_of_this_host_and_its_state(host):
+def test_the_workers_page_shows_a_worker_unit_of_this_host_and_its_state(web_host):
     """The sandboxed service asks systemd (systemctl show, as user queuectl, over the system bus) for the
     units of this host's workers: a worker unit started here shows its unit, state and restarts as
     `systemctl show` says them."""
-    c, unit = host, "queuectl-worker@webunit.service"
+    c, unit = web_host, "queuectl-worker@webunit.service"
     c.run("systemctl", "start", unit, timeout=60)
     try:
         assert c.show(unit, "ActiveState")["ActiveState"] == "active"
@@ -201,16 +201,16 @@ def test_the_workers_page_shows_a_worker_unit_of_this_host_and_its_state(host):
         c.run("systemctl", "stop", unit, timeout=120)
 
 
-def test_sandbox_exposure_is_at_most_4(host):
-    r = host.run("systemd-analyze", "security", "--no-pager", SERVICE, check=False)
+def test_sandbox_exposure_is_at_most_4(web_host):
+    r = web_host.run("systemd-analyze", "security", "--no-pager", SERVICE, check=False)
     found = re.search(rf"Overall exposure level for {re.escape(SERVICE)}: (\d+\.\d+)", r.stdout + r.stderr)
     assert found, r.stdout + r.stderr
-    print(f"{host.machine}: systemd-analyze security {SERVICE}: {found.group(1)}")
+    print(f"{web_host.machine}: systemd-analyze security {SERVICE}: {found.group(1)}")
     assert float(found.group(1)) <= 4.0, r.stdout
 
 
-def test_beyond_loopback_without_users_exits_78_and_is_not_restarted(host):
-    c = host
+def test_beyond_loopback_without_users_exits_78_and_is_not_restarted(web_host):
+    c = web_host
     c.run("sed", "-i", f"s#^users = {USERS}$##", CONF)
     c.write(f"/etc/systemd/system/{SOCKET}.d/wide.conf", "[Socket]\nListenStream=\nListenStream=0.0.0.0:8766\n")
     c.run("systemctl", "stop", SERVICE, SOCKET, timeout=60)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import logging
-import signal
+import time
 
 import pytest
 
+from queuectl.domain.models import JobState
 from queuectl.host.runner import Runner
+from support import worker_steps as steps
+from support.inprocess import Clock, stop_runner
+from support.webapp import Dashboard
+from support.webserver import SECRET
 
 
 @pytest.fixture
@@ -27,14 +32,34 @@ def worker_log():
 
 
 @pytest.fixture
-def runner(request):
-    """A real runner (1024 bytes of output kept per job) whose monotonic clock reads the test module's MONO until
-    a test moves it (`runner.clock.t`); what it still runs at the end is killed (SIGKILL) and reaped."""
-    clock = lambda: clock.t  # noqa: E731
-    clock.t = request.module.MONO
+def clock() -> Clock:
+    """A monotonic clock the test moves, at Clock.START."""
+    return Clock()
+
+
+@pytest.fixture
+def runner(clock):
+    """A real job runner (queuectl.host.runner) on `clock`; the jobs it still runs at the end killed."""
     runner = Runner(1024, clock=clock)
     yield runner
-    runner.stop_all(signal.SIGKILL)
-    while runner.running:
-        runner.wait(None)
-    runner.close()
+    stop_runner(runner)
+
+
+@pytest.fixture
+def dash(db, tmp_path):
+    """The dashboard on `db` in-process (support.webapp.Dashboard: Flask's test client, the users of USERS)."""
+    d = Dashboard(db, tmp_path)
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def dead(store) -> str:
+    """A dead job's id, "d1": its one attempt failed (exit 3), through a worker's steps; its command holds SECRET
+    (support.webserver), which no refused answer may show."""
+    now = time.time()
+    steps.add(store, now, id="d1", command=f"deploy --token {SECRET}; exit 3", max_retries=0)
+    worker = steps.register(store, now=now)
+    [job] = steps.claim(store, worker, [], 1, now)
+    assert steps.finish(store, worker, [steps.bad(job.id, 3)], now) == [JobState.DEAD]
+    return job.id

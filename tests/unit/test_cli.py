@@ -19,7 +19,7 @@ from datetime import datetime
 import click
 import pytest
 
-from support.cli import assert_error, json_error_position
+from support.cli import assert_error, assert_ok, json_error_position, parse_metrics
 from support.engines import snapshot
 from support.backdoor import behind_queuectls_back
 from queuectl.cli import cli as cli_group
@@ -56,11 +56,6 @@ STATES = ["pending", "processing", "completed", "failed", "dead", "cancelled", "
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def ok(result) -> str:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
-    return result.stdout
-
-
 def json_only(result):
     """The output of a --json command: exit 0, empty stderr, stdout one JSON document."""
     assert result.exit_code == 0, (result.exit_code, result.stderr)
@@ -83,8 +78,8 @@ WORKER_INFO = {"name": "w1", "host": "testhost", "boot_id": "boot", "pid": 4242,
 @pytest.fixture
 def seeded(run_cli, db):
     """A database with one job and one changed setting; returns its snapshot."""
-    ok(run_cli("enqueue", '{"id":"seed","command":"echo seed"}'))
-    ok(run_cli("config", "set", "max-retries", "5"))
+    assert_ok(run_cli("enqueue", '{"id":"seed","command":"echo seed"}'))
+    assert_ok(run_cli("config", "set", "max-retries", "5"))
     return snapshot(db)
 
 
@@ -99,7 +94,7 @@ def populated(run_cli, db):
                  {"id": "f1", "command": "exit 1", "max_retries": 2},
                  {"id": "d1", "command": "exit 3", "max_retries": 0, "queue": "build"},
                  {"id": "r1", "command": "sleep 100", "queue": "build"}):
-        ok(run_cli("enqueue", json.dumps(spec)))
+        assert_ok(run_cli("enqueue", json.dumps(spec)))
     with open_store(db) as s:
         now = time.time()
         wid, recovered = s.register_worker(WORKER_INFO, now)
@@ -110,8 +105,8 @@ def populated(run_cli, db):
                                 Outcome("f1", False, 1, "exit code 1", b"", b"nope\n"),
                                 Outcome("d1", False, 3, "exit code 3", b"", b"boom\n")], now)
         assert [st.value for st in states] == ["completed", "failed", "dead"]
-    ok(run_cli("enqueue", '{"id":"p1","command":"true"}'))
-    ok(run_cli("enqueue", '{"id":"p2","command":"true","queue":"build"}'))
+    assert_ok(run_cli("enqueue", '{"id":"p1","command":"true"}'))
+    assert_ok(run_cli("enqueue", '{"id":"p2","command":"true","queue":"build"}'))
 
 
 # -- enqueue -----------------------------------------------------------------------------------
@@ -119,7 +114,7 @@ def populated(run_cli, db):
 
 def test_enqueue_prints_given_id_and_stores_defaults(run_cli):
     before = time.time()
-    assert ok(run_cli("enqueue", '{"id":"job1","command":"echo hi"}')) == "job1\n"
+    assert assert_ok(run_cli("enqueue", '{"id":"job1","command":"echo hi"}')) == "job1\n"
     job = json_only(run_cli("show", "job1", "--json"))
     assert job["command"] == "echo hi"
     assert (job["state"], job["queue"], job["priority"], job["attempts"]) == ("pending", "default", 0, 0)
@@ -130,8 +125,8 @@ def test_enqueue_prints_given_id_and_stores_defaults(run_cli):
 
 
 def test_enqueue_generates_distinct_ids(run_cli):
-    first = ok(run_cli("enqueue", '{"command":"true"}')).strip()
-    second = ok(run_cli("enqueue", '{"command":"true"}')).strip()
+    first = assert_ok(run_cli("enqueue", '{"command":"true"}')).strip()
+    second = assert_ok(run_cli("enqueue", '{"command":"true"}')).strip()
     assert re.fullmatch(r"[0-9a-f]{16}", first) and re.fullmatch(r"[0-9a-f]{16}", second)
     assert first != second
     assert sorted(ids(json_only(run_cli("list", "--json")))) == sorted([first, second])
@@ -141,22 +136,22 @@ def test_enqueue_generates_distinct_ids(run_cli):
 def test_enqueue_every_field(run_cli):
     spec = {"id": "full", "command": "make -C /srv", "queue": "build", "priority": -7, "max_retries": 9,
             "run_at": "2030-01-01T09:00:00+02:00", "timeout": 600, "cwd": "/tmp"}
-    ok(run_cli("enqueue", json.dumps(spec)))
+    assert_ok(run_cli("enqueue", json.dumps(spec)))
     job = json_only(run_cli("show", "full", "--json"))
     assert job["run_at"] == "2030-01-01T07:00:00.000+00:00"
     assert (job["queue"], job["priority"], job["max_retries"], job["timeout"], job["cwd"]) == \
         ("build", -7, 9, 600.0, "/tmp")
-    ok(run_cli("enqueue", '{"id":"later","command":"true","delay":60}'))
+    assert_ok(run_cli("enqueue", '{"id":"later","command":"true","delay":60}'))
     later = json_only(run_cli("show", "later", "--json"))
     assert abs(_ts(later["run_at"]) - _ts(later["created_at"]) - 60) < 0.01
-    ok(run_cli("enqueue", '{"id":"zulu","command":"true","run_at":"2030-01-01T00:00:00Z"}'))
+    assert_ok(run_cli("enqueue", '{"id":"zulu","command":"true","run_at":"2030-01-01T00:00:00Z"}'))
     assert json_only(run_cli("show", "zulu", "--json"))["run_at"] == "2030-01-01T00:00:00.000+00:00"
 
 
 def test_enqueue_command_size_limit_counts_bytes_and_the_nul(run_cli, db):
     # Linux's MAX_ARG_STRLEN (32 pages) counts the terminating NUL: 131,071 bytes of text at most.
     assert MAX_COMMAND_BYTES == 128 * 1024 - 1
-    ok(run_cli("enqueue", json.dumps({"id": "big", "command": "x" * MAX_COMMAND_BYTES})))
+    assert_ok(run_cli("enqueue", json.dumps({"id": "big", "command": "x" * MAX_COMMAND_BYTES})))
     assert len(json_only(run_cli("show", "big", "--json"))["command"]) == MAX_COMMAND_BYTES
     before = snapshot(db)
     assert_error(run_cli("enqueue", json.dumps({"command": "x" * (MAX_COMMAND_BYTES + 1)})), 2,
@@ -171,7 +166,7 @@ def test_the_longest_command_accepted_runs(run_cli, db):
     # One byte under what enqueue refuses: the shell must get it as one argument and run it.
     command = "exit 0 #" + "x" * (MAX_COMMAND_BYTES - 8)
     assert len(command.encode()) == MAX_COMMAND_BYTES
-    ok(run_cli("enqueue", json.dumps({"id": "longest", "command": command, "max_retries": 0})))
+    assert_ok(run_cli("enqueue", json.dumps({"id": "longest", "command": command, "max_retries": 0})))
     assert run_cli("worker", "start", "--burst").exit_code == 0
     job = json_only(run_cli("show", "longest", "--json"))
     assert (job["state"], job["exit_code"], job["last_error"]) == ("completed", 0, None)
@@ -181,14 +176,15 @@ def test_enqueue_file_and_stdin(run_cli, tmp_path):
     path = tmp_path / "jobs.jsonl"
     path.write_text('{"id":"f1","command":"echo 1"}\n\n   \n{"id":"f2","command":"echo 2","queue":"q2"}\r\n'
                     '{"command":"echo 3"}')  # blank lines skipped, CRLF and a missing final newline fine
-    out = ok(run_cli("enqueue", "--file", str(path))).splitlines()
+    out = assert_ok(run_cli("enqueue", "--file", str(path))).splitlines()
     assert out[:2] == ["f1", "f2"] and len(out) == 3 and re.fullmatch(r"[0-9a-f]{16}", out[2])
-    out2 = ok(run_cli("enqueue", "--file", "-", input='\n{"id":"s1","command":"a"}\n{"id":"s2","command":"b"}\n'))
+    out2 = assert_ok(run_cli("enqueue", "--file", "-",
+                             input='\n{"id":"s1","command":"a"}\n{"id":"s2","command":"b"}\n'))
     assert out2 == "s1\ns2\n"
     jobs = json_only(run_cli("list", "--json"))
     assert ids(jobs) == ["s2", "s1", out[2], "f2", "f1"]  # newest first
     assert {j["id"]: j["queue"] for j in jobs}["f2"] == "q2"
-    ok(run_cli("enqueue", "-f", "-", input=b'{"id":"s3","command":"caf\xc3\xa9"}\n'))
+    assert_ok(run_cli("enqueue", "-f", "-", input=b'{"id":"s3","command":"caf\xc3\xa9"}\n'))
     assert json_only(run_cli("show", "s3", "--json"))["command"] == "café"
 
 
@@ -337,17 +333,17 @@ def test_list_says_on_stderr_when_the_limit_cuts_it_short(run_cli, populated):
 
 
 def test_list_table(run_cli, populated):
-    lines = ok(run_cli("list")).splitlines()
+    lines = assert_ok(run_cli("list")).splitlines()
     assert lines[0].split() == ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "CREATED", "COMMAND"]
     assert [line.split()[0] for line in lines[1:]] == ["p2", "p1", "r1", "d1", "f1", "c1"]
     assert lines[3].split()[:5] == ["r1", "processing", "build", "0", "1"]
-    dead = ok(run_cli("list", "--state", "dead")).splitlines()
+    dead = assert_ok(run_cli("list", "--state", "dead")).splitlines()
     assert len(dead) == 2 and dead[1].split()[:2] == ["d1", "dead"]
 
 
 def test_list_of_empty_queue(run_cli):
     assert json_only(run_cli("list", "--json")) == []
-    assert ok(run_cli("list")).split() == ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "CREATED", "COMMAND"]
+    assert assert_ok(run_cli("list")).split() == ["ID", "STATE", "QUEUE", "PRI", "ATTEMPTS", "CREATED", "COMMAND"]
 
 
 def test_show(run_cli, populated):
@@ -355,7 +351,7 @@ def test_show(run_cli, populated):
     assert (job["state"], job["attempts"], job["exit_code"], job["last_error"], job["queue"]) == \
         ("dead", 1, 3, "exit code 3", "build")
     assert job["finished_at"] is not None and "stdout" not in job
-    text = ok(run_cli("show", "d1"))
+    text = assert_ok(run_cli("show", "d1"))
     fields = dict(re.match(r"(\w+):\s*(.*)$", line).groups() for line in text.splitlines() if line[0] != " ")
     assert fields["id"] == "d1" and fields["state"] == "dead" and fields["last_error"] == "exit code 3"
     assert fields["timeout"] == "-" and fields["exit_code"] == "3" and fields["errors"] == "1"
@@ -363,7 +359,7 @@ def test_show(run_cli, populated):
 
 
 def test_show_lists_the_attempts_that_ended_without_completing_oldest_first(run_cli, db):
-    ok(run_cli("enqueue", json.dumps({"id": "a", "command": "exit 3", "max_retries": 1})))
+    assert_ok(run_cli("enqueue", json.dumps({"id": "a", "command": "exit 3", "max_retries": 1})))
     with open_store(db) as s:
         wid = s.register_worker(WORKER_INFO, 1_000_000.0)[0]
         claim(s, wid, [], 1, 1_000_000.0)
@@ -380,7 +376,7 @@ def test_show_lists_the_attempts_that_ended_without_completing_oldest_first(run_
         {"n": 2, "attempt": 2, "outcome": "dead", "end_code": None, "exit_code": None,
          "error": "cannot start: \x1b[2J\nno such cwd", "started_at": "1970-01-12T13:48:20.000+00:00",
          "finished_at": "1970-01-12T13:48:20.050+00:00", "duration": pytest.approx(0.05)}]
-    lines = ok(run_cli("show", "a")).splitlines()
+    lines = assert_ok(run_cli("show", "a")).splitlines()
     assert lines[-3:] == [
         "errors:       2",
         "  attempt 1: failed (exit 3) at 1970-01-12T13:46:41.500+00:00 after 1.5 s: exit code 3",
@@ -389,8 +385,8 @@ def test_show_lists_the_attempts_that_ended_without_completing_oldest_first(run_
 
 def test_show_says_never_or_dash_for_unset_fields_and_escapes_control_characters(run_cli):
     command = "printf '\\033[2J' # \x1b[31mred\u202e\nline two"
-    ok(run_cli("enqueue", json.dumps({"id": "raw", "command": command})))
-    text = ok(run_cli("show", "raw"))
+    assert_ok(run_cli("enqueue", json.dumps({"id": "raw", "command": command})))
+    text = assert_ok(run_cli("show", "raw"))
     assert "\x1b" not in text and "\u202e" not in text and len(text.splitlines()) == len(DEFAULT_SHOWN)
     fields = dict(re.match(r"(\w+):\s*(.*)$", line).groups() for line in text.splitlines())
     assert fields["command"] == "printf '\\033[2J' # \\x1b[31mred\\u202e\\nline two"
@@ -430,7 +426,7 @@ def test_status(run_cli, populated):
     assert (w["name"], w["host"], w["pid"], w["slots"], w["busy"], w["jobs"]) == ("w1", "testhost", 4242, 4, 1, ["r1"])
     assert w["state"] == "running"  # on another host ("testhost"): judged by its fresh heartbeat
     assert 0 <= w["heartbeat_age"] < 60
-    text = ok(run_cli("status"))
+    text = assert_ok(run_cli("status"))
     assert re.search(r"^pending\s+2$", text, re.M) and re.search(r"^dead\s+1$", text, re.M)
     assert re.search(r"^build\s+1\s+1\s+0\s+0\s+1\s+0\s+0\s+\S+\s+-\s+-$", text, re.M)
     assert "Retention: completed 1d, cancelled 1d, dead 7d" in text
@@ -445,7 +441,7 @@ def test_status_of_empty_database(run_cli):
         "retention": {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0, "history": 14 * 86400.0},
         "workers": [], "stopped_workers": [], "units": [],
         "rates": dict.fromkeys(("1m", "5m", "15m"), {"completed": 0.0, "failed": 0.0})}
-    text = ok(run_cli("status"))
+    text = assert_ok(run_cli("status"))
     assert "Workers (0)" in text and "Queues" not in text and "Stopped" not in text
 
 
@@ -454,7 +450,7 @@ def test_status_shows_the_workers_that_ended_in_the_last_hour_and_how(run_cli, d
     [w] = json_only(run_cli("status", "--json"))["stopped_workers"]
     assert (w["name"], w["pid"], w["unit"], w["ended"]) == ("b1", os.getpid(), None, "burst")
     assert w["started_at"] <= w["stopped_at"] and abs(_ts(w["stopped_at"]) - time.time()) < 60
-    text = ok(run_cli("status"))
+    text = assert_ok(run_cli("status"))
     assert "Workers (0)" in text and "Stopped in the last hour (1)" in text
     assert re.search(rf"^b1\s+burst\s+\d+s ago\s+{os.getpid()}\s+\S+\s+-$", text, re.M), text
     with open_store(db) as s:  # more than an hour ago: kept, no longer shown
@@ -511,9 +507,9 @@ def test_bad_arguments(run_cli, db, populated, args, code, fragments):
 
 
 def test_burst_worker_runs_jobs_to_completed_and_dead(run_cli, db):
-    ok(run_cli("enqueue", '{"id":"good","command":"echo hi; echo err >&2"}'))
-    ok(run_cli("enqueue", '{"id":"bad","command":"echo boom >&2; exit 3","max_retries":0,"queue":"build"}'))
-    ok(run_cli("enqueue", '{"id":"other","command":"true","queue":"elsewhere"}'))
+    assert_ok(run_cli("enqueue", '{"id":"good","command":"echo hi; echo err >&2"}'))
+    assert_ok(run_cli("enqueue", '{"id":"bad","command":"echo boom >&2; exit 3","max_retries":0,"queue":"build"}'))
+    assert_ok(run_cli("enqueue", '{"id":"other","command":"true","queue":"elsewhere"}'))
     result = run_cli("worker", "start", "--burst", "--count", "2", "--queue", "default", "--queue", "build",
                      "--name", "burst-1")
     assert result.exit_code == 0, result.stderr
@@ -547,7 +543,7 @@ def test_dlq_list(run_cli, populated):
     dead = json_only(run_cli("dlq", "list", "--json"))
     assert ids(dead) == ["d1"]
     assert (dead[0]["last_error"], dead[0]["attempts"], dead[0]["state"]) == ("exit code 3", 1, "dead")
-    lines = ok(run_cli("dlq", "list")).splitlines()
+    lines = assert_ok(run_cli("dlq", "list")).splitlines()
     assert lines[0].split()[:3] == ["ID", "QUEUE", "ATTEMPTS"]
     assert len(lines) == 2 and lines[1].split()[:3] == ["d1", "build", "1"] and "exit code 3" in lines[1]
 
@@ -558,7 +554,7 @@ def test_dlq_list_empty(run_cli):
 
 def _kill_one_more(run_cli, db, job_id):
     """Make a second dead job through the store's worker API."""
-    ok(run_cli("enqueue", json.dumps({"id": job_id, "command": "false", "max_retries": 0, "priority": 99})))
+    assert_ok(run_cli("enqueue", json.dumps({"id": job_id, "command": "false", "max_retries": 0, "priority": 99})))
     with open_store(db) as s:
         wid, _ = s.register_worker({**WORKER_INFO, "name": "w2"}, time.time())
         [job] = claim(s, wid, [], 1, time.time())
@@ -569,7 +565,7 @@ def _kill_one_more(run_cli, db, job_id):
 def test_dlq_retry(run_cli, db, populated):
     _kill_one_more(run_cli, db, "d2")
     before = time.time()
-    assert ok(run_cli("dlq", "retry", "d1", "d2")) == "d1: pending\nd2: pending\n"
+    assert assert_ok(run_cli("dlq", "retry", "d1", "d2")) == "d1: pending\nd2: pending\n"
     for job_id in ("d1", "d2"):
         job = json_only(run_cli("show", job_id, "--json"))
         assert (job["state"], job["attempts"]) == ("pending", 0)
@@ -606,7 +602,7 @@ def test_config_defaults(run_cli):
     values = json_only(run_cli("config", "list", "--json"))
     assert values == DEFAULTS
     assert [type(v) for v in values.values()] == [type(v) for v in DEFAULTS.values()]
-    lines = ok(run_cli("config", "list")).splitlines()
+    lines = assert_ok(run_cli("config", "list")).splitlines()
     assert lines[0].split() == ["KEY", "VALUE", "MEANING"]
     rows = {line.split()[0]: line.split()[1] for line in lines[1:]}
     assert rows == {"max-retries": "3", "backoff-base": "2", "backoff-max": "3600", "job-timeout": "none",
@@ -614,7 +610,7 @@ def test_config_defaults(run_cli):
                     "keep-completed": "1d", "keep-cancelled": "1d", "keep-dead": "7d",
                     "keep-history": "14d"}
     for key in DEFAULTS:
-        assert ok(run_cli("config", "get", key)) == rows[key] + "\n"
+        assert assert_ok(run_cli("config", "get", key)) == rows[key] + "\n"
 
 
 @pytest.mark.parametrize("key, raw, canonical, shown, stored", [
@@ -641,22 +637,22 @@ def test_config_defaults(run_cli):
     ("keep-dead", "0", "keep-dead", "0s", 0.0),
 ])
 def test_config_set_get(run_cli, key, raw, canonical, shown, stored):
-    assert ok(run_cli("config", "set", key, raw)) == f"{canonical} = {shown}\n"
-    assert ok(run_cli("config", "get", key)) == shown + "\n"
-    assert ok(run_cli("config", "get", canonical.replace("-", "_"))) == shown + "\n"
+    assert assert_ok(run_cli("config", "set", key, raw)) == f"{canonical} = {shown}\n"
+    assert assert_ok(run_cli("config", "get", key)) == shown + "\n"
+    assert assert_ok(run_cli("config", "get", canonical.replace("-", "_"))) == shown + "\n"
     values = json_only(run_cli("config", "list", "--json"))
     assert values == {**DEFAULTS, canonical: stored}
     assert type(values[canonical]) is type(stored)
     # What `get` prints reads back as the same value.
-    ok(run_cli("config", "set", canonical, shown))
+    assert_ok(run_cli("config", "set", canonical, shown))
     assert json_only(run_cli("config", "list", "--json"))[canonical] == stored
 
 
 def test_config_is_shared_and_persistent(run_cli, db):
-    ok(run_cli("config", "set", "job-timeout", "42"))
+    assert_ok(run_cli("config", "set", "job-timeout", "42"))
     with open_store(db) as s:
         assert s.settings()["job-timeout"] == 42.0
-    ok(run_cli("config", "set", "job-timeout", "none"))
+    assert_ok(run_cli("config", "set", "job-timeout", "none"))
     with open_store(db) as s:
         assert s.settings()["job-timeout"] is None
 
@@ -709,12 +705,12 @@ def test_config_bad_input(run_cli, db, seeded, args, fragments):
 
 
 def test_config_rule_checks_the_stored_partner(run_cli, db):
-    ok(run_cli("config", "set", "heartbeat-interval", "1"))
-    ok(run_cli("config", "set", "stale-after", "2.5"))
+    assert_ok(run_cli("config", "set", "heartbeat-interval", "1"))
+    assert_ok(run_cli("config", "set", "stale-after", "2.5"))
     before = snapshot(db)
     assert_error(run_cli("config", "set", "heartbeat-interval", "1.25"), 2, "stale-after (2.5 s)")
     assert snapshot(db) == before
-    ok(run_cli("config", "set", "heartbeat-interval", "1.2"))
+    assert_ok(run_cli("config", "set", "heartbeat-interval", "1.2"))
     assert json_only(run_cli("config", "list", "--json"))["heartbeat-interval"] == 1.2
 
 
@@ -743,7 +739,7 @@ def test_stored_config_made_invalid_by_hand(run_cli, db, seeded, key, value, fra
     assert snapshot(db) == broken  # the worker neither registered nor ran the seed job
     assert json_only(run_cli("status", "--json"))["jobs"]["pending"] == 1  # jobs stay readable
     if key in SETTINGS:  # `config set` of the broken key repairs it
-        ok(run_cli("config", "set", key, str(DEFAULTS[key])))
+        assert_ok(run_cli("config", "set", key, str(DEFAULTS[key])))
         assert json_only(run_cli("config", "list", "--json"))[key] == DEFAULTS[key]
 
 
@@ -932,7 +928,7 @@ def test_db_that_is_not_a_queuectl_database(run_cli, tmp_path, kind, args):
 @SQLITE_ONLY
 def test_empty_file_becomes_a_queuectl_database(run_cli, db):
     open(db, "wb").close()
-    assert ok(run_cli("enqueue", '{"id":"z","command":"true"}')) == "z\n"
+    assert assert_ok(run_cli("enqueue", '{"id":"z","command":"true"}')) == "z\n"
     assert json_only(run_cli("status", "--json"))["jobs"]["pending"] == 1
 
 
@@ -1023,8 +1019,8 @@ def test_cancel_reports_each_id_and_changes_the_good_ones(run_cli, populated):
 
 
 def test_retry_puts_dead_and_cancelled_jobs_back(run_cli, populated):
-    ok(run_cli("cancel", "p1"))
-    assert ok(run_cli("retry", "p1", "d1")) == "p1: pending\nd1: pending\n"
+    assert_ok(run_cli("cancel", "p1"))
+    assert assert_ok(run_cli("retry", "p1", "d1")) == "p1: pending\nd1: pending\n"
     for job_id in ("p1", "d1"):
         job = json_only(run_cli("show", job_id, "--json"))
         assert (job["state"], job["attempts"]) == ("pending", 0)
@@ -1032,15 +1028,15 @@ def test_retry_puts_dead_and_cancelled_jobs_back(run_cli, populated):
 
 
 def test_pause_and_resume(run_cli, db, populated):
-    assert ok(run_cli("pause", "build", "build", "later")) == "build: paused\nlater: paused\n"
-    assert ok(run_cli("pause", "build")) == "build: already paused\n"
+    assert assert_ok(run_cli("pause", "build", "build", "later")) == "build: paused\nlater: paused\n"
+    assert assert_ok(run_cli("pause", "build")) == "build: already paused\n"
     s = json_only(run_cli("status", "--json"))
     assert sorted(s["paused"]) == ["build", "later"]
-    assert re.search(r"^build\s.*\syes\s+-$", ok(run_cli("status")), re.M)
-    ok(run_cli("enqueue", '{"id":"np","command":"true","queue":"build"}'))  # enqueue still works
+    assert re.search(r"^build\s.*\syes\s+-$", assert_ok(run_cli("status")), re.M)
+    assert_ok(run_cli("enqueue", '{"id":"np","command":"true","queue":"build"}'))  # enqueue still works
     r = run_cli("worker", "start", "--burst", "--queue", "build")  # only paused work: exits at once
     assert r.exit_code == 0 and json_only(run_cli("show", "np", "--json"))["state"] == "pending"
-    assert ok(run_cli("resume", "build", "other")) == "build: resumed\nother: not paused\n"
+    assert assert_ok(run_cli("resume", "build", "other")) == "build: resumed\nother: not paused\n"
     assert list(json_only(run_cli("status", "--json"))["paused"]) == ["later"]
     assert run_cli("worker", "start", "--burst", "--queue", "build").exit_code == 0
     assert json_only(run_cli("show", "np", "--json"))["state"] == "completed"
@@ -1072,12 +1068,12 @@ def test_cancel_json_with_nothing_to_cancel_prints_an_empty_list(run_cli, db, po
 
 
 def test_purge_by_state_age_and_queue(run_cli, db, populated):
-    assert ok(run_cli("purge", "--dry-run")) == "would remove 0 job(s)\n"  # younger than a day
-    assert ok(run_cli("purge", "--older-than", "0", "--dry-run")) == "would remove 2 job(s)\n"
-    assert ok(run_cli("purge", "--older-than", "0", "--queue", "build")) == "removed 1 job(s)\n"  # d1
-    assert ok(run_cli("purge", "--older-than", "0", "--state", "completed")) == "removed 1 job(s)\n"  # c1
+    assert assert_ok(run_cli("purge", "--dry-run")) == "would remove 0 job(s)\n"  # younger than a day
+    assert assert_ok(run_cli("purge", "--older-than", "0", "--dry-run")) == "would remove 2 job(s)\n"
+    assert assert_ok(run_cli("purge", "--older-than", "0", "--queue", "build")) == "removed 1 job(s)\n"  # d1
+    assert assert_ok(run_cli("purge", "--older-than", "0", "--state", "completed")) == "removed 1 job(s)\n"  # c1
     assert sorted(j["id"] for j in json_only(run_cli("list", "--json"))) == ["f1", "p1", "p2", "r1"]
-    assert ok(run_cli("enqueue", '{"id":"c1","command":"true"}')) == "c1\n"  # its id is free again
+    assert assert_ok(run_cli("enqueue", '{"id":"c1","command":"true"}')) == "c1\n"  # its id is free again
 
 
 def _without_auto_vacuum(db):
@@ -1094,7 +1090,7 @@ def test_purge_compacts_an_older_database_once(run_cli, db, populated):
     r = run_cli("purge")
     assert r.exit_code == 0 and r.stdout.startswith("removed 0 job(s)\ncompacted ") and r.stderr == ""
     assert sqlite3.connect(db).execute("PRAGMA auto_vacuum").fetchone()[0] == 2
-    assert ok(run_cli("purge")) == "removed 0 job(s)\n"  # once
+    assert assert_ok(run_cli("purge")) == "removed 0 job(s)\n"  # once
 
 
 @SQLITE_ONLY
@@ -1114,17 +1110,10 @@ def test_purge_says_in_one_line_when_compacting_lacks_disk(run_cli, db, populate
 # -- metrics ---------------------------------------------------------------------------------------------------
 
 
-def _parse_metrics(text: str) -> dict:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
 def test_metrics_parse_and_count(run_cli, db, populated, tmp_path):
-    ok(run_cli("pause", "build"))
-    text = ok(run_cli("metrics"))
-    m = _parse_metrics(text)  # a real Prometheus parser
+    assert_ok(run_cli("pause", "build"))
+    text = assert_ok(run_cli("metrics"))
+    m = parse_metrics(text)  # a real Prometheus parser
     assert m[("queuectl_jobs", (("queue", "build"), ("state", "dead")))] == 1
     assert m[("queuectl_jobs", (("queue", "default"), ("state", "cancelled")))] == 0  # zeros are written
     assert m[("queuectl_queue_paused", (("queue", "build"),))] == 1
@@ -1134,25 +1123,25 @@ def test_metrics_parse_and_count(run_cli, db, populated, tmp_path):
     assert m[("queuectl_worker_slots", (("kind", "busy"),))] == 1 and m[("queuectl_worker_slots", (("kind", "total"),))] == 4
     assert m[("queuectl_job_runs_total", (("outcome", "completed"), ("queue", "default")))] == 1
     assert "# TYPE queuectl_job_runs_total counter" in text
-    ok(run_cli("purge", "--older-than", "0"))  # retention does not lower the counters
-    assert _parse_metrics(ok(run_cli("metrics")))[("queuectl_job_runs_total", (("outcome", "completed"),
+    assert_ok(run_cli("purge", "--older-than", "0"))  # retention does not lower the counters
+    assert parse_metrics(assert_ok(run_cli("metrics")))[("queuectl_job_runs_total", (("outcome", "completed"),
                                                                                 ("queue", "default")))] == 1
     out = tmp_path / "textfile" / "queuectl.prom"
     out.parent.mkdir()
-    assert ok(run_cli("metrics", "--output", str(out))) == ""
+    assert assert_ok(run_cli("metrics", "--output", str(out))) == ""
     assert (out.stat().st_mode & 0o777) == 0o644 and list(out.parent.iterdir()) == [out]  # no temporary left
-    assert _parse_metrics(out.read_text())[("queuectl_jobs", (("queue", "build"), ("state", "dead")))] == 0
+    assert parse_metrics(out.read_text())[("queuectl_jobs", (("queue", "build"), ("state", "dead")))] == 0
 
 
 def test_metrics_have_the_schedules_and_limits(run_cli, db):
-    ok(run_cli("limit", "build", "--concurrency", "2", "--rate", "30/1m"))
-    ok(run_cli("schedule", "add", "tick", "--every", "1s", '{"command":"true"}'))
-    ok(run_cli("schedule", "add", "idle", "--cron", "@yearly", '{"command":"true"}'))
-    ok(run_cli("schedule", "pause", "idle"))
+    assert_ok(run_cli("limit", "build", "--concurrency", "2", "--rate", "30/1m"))
+    assert_ok(run_cli("schedule", "add", "tick", "--every", "1s", '{"command":"true"}'))
+    assert_ok(run_cli("schedule", "add", "idle", "--cron", "@yearly", '{"command":"true"}'))
+    assert_ok(run_cli("schedule", "pause", "idle"))
     with open_store(db) as s:
         fired, _ = s.fire_schedules(s.now().wall + 2)
         s.fire_schedules(s.now().wall + 3)  # the first run still pending: overlap skip
-    m = _parse_metrics(ok(run_cli("metrics")))
+    m = parse_metrics(assert_ok(run_cli("metrics")))
     assert m[("queuectl_queue_concurrency_limit", (("queue", "build"),))] == 2
     assert m[("queuectl_queue_rate_limit", (("queue", "build"), ("window_seconds", "60")))] == 30
     assert m[("queuectl_schedule_last_fire_timestamp_seconds", (("schedule", "tick"),))] > 0
@@ -1162,7 +1151,7 @@ def test_metrics_have_the_schedules_and_limits(run_cli, db):
     status = json_only(run_cli("status", "--json"))
     assert [(x["name"], x["skipped"], x["last_state"]) for x in status["schedules"]] == [("idle", 0, None),
                                                                                          ("tick", 1, "pending")]
-    text = ok(run_cli("status"))
+    text = assert_ok(run_cli("status"))
     assert "Schedules (2)" in text and re.search(r"^idle\s+@yearly\s+paused\s", text, re.M)
 
 
@@ -1178,7 +1167,7 @@ def test_status_and_metrics_still_report_when_a_stored_setting_is_broken(run_cli
     status = json_only(run_cli("status", "--json"))
     assert status["retention"]["dead"] == 604800.0  # the default, in place of the broken value
     assert status["workers"][0]["state"] == "running"
-    assert "queuectl_jobs{" in ok(run_cli("metrics"))
+    assert "queuectl_jobs{" in assert_ok(run_cli("metrics"))
 
 
 def test_status_and_metrics_format_one_snapshot_that_reads_the_store_once(db, populated):
@@ -1198,7 +1187,7 @@ def test_status_and_metrics_format_one_snapshot_that_reads_the_store_once(db, po
     [w] = snap.workers
     assert (w.info.name, w.state, w.info.job_ids) == ("w1", "running", ("r1",)) and 0 <= w.heartbeat_age < 60
     assert snap.retention == {"completed": 86400.0, "cancelled": 86400.0, "dead": 604800.0, "history": 14 * 86400.0}
-    m = _parse_metrics(text)
+    m = parse_metrics(text)
     assert m[("queuectl_queue_paused", (("queue", "idle"),))] == 1
     assert m[("queuectl_jobs", (("queue", "idle"), ("state", "pending")))] == 0
     assert m[("queuectl_workers", (("state", "running"),))] == 1

@@ -13,8 +13,7 @@ from support.cli import QUEUECTL, assert_error
 from support.engines import snapshot
 from queuectl.domain.models import JobState
 from queuectl.store import open_store
-from support.worker_steps import NOW, add, bad, claim, finish, register
-from unit.conformance.test_dependencies import run_one
+from support.worker_steps import NOW, add, bad, claim, finish, register, run_one
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES

@@ -10,8 +10,7 @@ from support.cli import assert_error
 from queuectl.api.following import follow
 from queuectl.domain.models import JobState
 from queuectl.store.request import Exchange, Running
-from support.worker_steps import NOW, add, bad, claim, finish, ok
-from unit.conformance.test_output import record, started
+from support.worker_steps import NOW, add, bad, claim, finish, ok, record_output, started
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES
@@ -22,11 +21,11 @@ def test_the_follower_prints_each_attempt_and_says_when_another_starts(store):
     w = started(store)
     out, err, notes = io.BytesIO(), io.BytesIO(), []
     steps = iter([
-        lambda: record(store, w, "a", b"1\n", 0),
-        lambda: record(store, w, "a", b"2\n", 2, b"oops\n", 0),
+        lambda: record_output(store, w, "a", b"1\n", 0),
+        lambda: record_output(store, w, "a", b"2\n", 2, b"oops\n", 0),
         lambda: finish(store, w, [bad("a")], NOW),
         lambda: (claim(store, w, [], 1, NOW + 100), store.exchange(w, Exchange(running=[Running("a", NOW)]), [], NOW)),
-        lambda: record(store, w, "a", b"again\n", 0),
+        lambda: record_output(store, w, "a", b"again\n", 0),
         lambda: finish(store, w, [ok("a")], NOW + 100),
     ])
     job = follow(store, "a", out, err, notes.append, sleep=lambda s: next(steps)())

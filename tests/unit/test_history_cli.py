@@ -7,9 +7,8 @@ import subprocess
 import pytest
 
 from queuectl.store.request import Exchange, Outcome
-from unit.test_cli import _parse_metrics
 from support.worker_steps import add, register
-from support.cli import assert_error
+from support.cli import assert_error, assert_ok, parse_metrics
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES
@@ -30,11 +29,6 @@ def drained(store):
     return store
 
 
-def ok(result) -> str:
-    assert result.exit_code == 0, (result.stdout, result.stderr)
-    return result.stdout
-
-
 def test_history_as_json_has_the_row_names_and_iso_times(run_cli, drained):
     rows = run_cli.json("history", "--since", "5m")
     assert [(r["queue"], r["started"], r["completed"], r["failed"]) for r in rows] == [
@@ -48,12 +42,12 @@ def test_history_as_json_has_the_row_names_and_iso_times(run_cli, drained):
 
 
 def test_history_as_a_table(run_cli, drained):
-    lines = ok(run_cli("history")).splitlines()
+    lines = assert_ok(run_cli("history")).splitlines()
     assert lines[0].split() == ["TIME", "QUEUE", "START", "DONE", "FAIL", "DEAD", "CANCEL", "RECOV", "WAIT50",
                                 "WAIT95", "RUN50", "RUN95"]
     cells = lines[2].split()
     assert cells[2:9] == ["mail", "3", "2", "1", "0", "0", "0"] and cells[9].endswith("ms")
-    assert ok(run_cli("history", "--queue", "nothing")) == "no activity in the last 1h\n"
+    assert assert_ok(run_cli("history", "--queue", "nothing")) == "no activity in the last 1h\n"
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -71,13 +65,13 @@ def test_status_shows_the_jobs_per_minute(run_cli, drained):
     rates = run_cli.json("status")["rates"]
     assert set(rates) == {"1m", "5m", "15m"}
     assert 3 * 1 / 5 <= rates["5m"]["completed"] <= 3 and rates["15m"]["failed"] == pytest.approx(1 / 15, abs=1e-3)
-    text = ok(run_cli("status"))
+    text = assert_ok(run_cli("status"))
     assert "Jobs per minute" in text and any(line.split()[:1] == ["completed"] for line in text.splitlines())
 
 
 def test_metrics_have_wait_and_run_histograms(run_cli, drained, tmp_path):
-    text = ok(run_cli("metrics"))
-    m = _parse_metrics(text)  # a real Prometheus parser
+    text = assert_ok(run_cli("metrics"))
+    m = parse_metrics(text)  # a real Prometheus parser
     run = {le: m[("queuectl_job_run_seconds_bucket", (("le", le), ("queue", "mail")))]
            for le in ("0.25", "0.5", "+Inf")}
     assert run == {"0.25": 0, "0.5": 3, "+Inf": 3}  # cumulative

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from support.engines import BOTH_ENGINES
 from support.suite import require_postgres
 from support.pgserver import PgServer, _pid_alive
 
@@ -110,12 +111,13 @@ def test_qpass_needs_its_password_over_tcp(pg_server, monkeypatch, tmp_path):
     assert stored.startswith("SCRAM-SHA-256$")
 
 
-def test_backend_db_gives_a_path_or_a_uri(backend_db, request, tmp_path):
-    if request.node.callspec.params["backend_db"] == "sqlite":
-        assert backend_db == str(tmp_path / "queue.db")
+@BOTH_ENGINES
+def test_db_on_both_engines_gives_a_path_or_a_uri(db, request, tmp_path):
+    if request.node.callspec.params["db"] == "sqlite":
+        assert db == str(tmp_path / "queue.db")
     else:
-        assert backend_db.startswith("postgresql://postgres@127.0.0.1:")
-        assert rows(backend_db, "SELECT current_database() LIKE 'qtest_%'") == [(True,)]
+        assert db.startswith("postgresql://postgres@127.0.0.1:")
+        assert rows(db, "SELECT current_database() LIKE 'qtest_%'") == [(True,)]
 
 
 def test_own_server_survives_a_kill_and_cleanup_leaves_nothing():

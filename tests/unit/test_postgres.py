@@ -18,6 +18,7 @@ import pytest
 from support.cli import QUEUECTL, assert_process_error, queuectl
 from support.suite import import_or_skip
 from support.backdoor import behind_queuectls_back
+from support.engines import ON_POSTGRESQL
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable, InvalidInput
 from queuectl.domain.models import JobState
 from queuectl.store import open_store
@@ -28,9 +29,7 @@ from unit import test_store_sqlite
 PASSWORD = "s3cret-pw"  # the pg_server fixture's qpass role
 
 
-@pytest.fixture
-def db(pg_uri):
-    return pg_uri
+pytestmark = ON_POSTGRESQL  # every test's `db` is a PostgreSQL queue
 
 
 @pytest.fixture

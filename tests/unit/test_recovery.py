@@ -15,13 +15,7 @@ from queuectl.host.runner import spawn
 from queuectl.store.request import Exchange, Running
 from support.procstat import live_members
 from support.waiting import wait_for
-from support.worker_steps import NOW, add, register
-
-
-def local_worker(store, name: str, pid: int = 0) -> int:
-    """Register a worker of this host (pid 0: no process of its own; kill_local does not ask)."""
-    return register(store, name, host=procs.hostname(), boot_id=procs.boot_id(), pid_ns=procs.pid_namespace(),
-                    pid=pid, pid_start=0)
+from support.worker_steps import NOW, add, local_worker, register
 
 
 def _cmdline(pid: int) -> bytes:

@@ -20,9 +20,7 @@ from queuectl.store.request import Outcome
 from queuectl.store.limits import RATE_SLACK
 from queuectl.store.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION
 
-from support.worker_steps import NOW, add, claim, finish, register
-from unit.conformance.test_exchange import A, _failed_once, _ready  # the shared suite's helpers
-from unit.conformance.test_operator import _finished
+from support.worker_steps import NOW, A, add, claim, failed_once, finish, finished_jobs, is_ready, register
 
 
 def test_new_database_is_versioned_wal_and_marked(db):
@@ -74,13 +72,13 @@ def test_claim_and_has_work_read_the_ready_index_in_order(store):
 
 
 def test_a_reschedule_by_an_older_queuectl_falls_back_to_the_wall_clock(store):
-    _failed_once(store, Instant(NOW, 100.0, A))
+    failed_once(store, Instant(NOW, 100.0, A))
     # A version-2 worker rewrites run_at alone (a later retry); the monotonic due time it
     # leaves behind must not make the job due early.
     store.conn.execute("UPDATE jobs SET run_at = ? WHERE id = 'r'", (NOW + 60,))
     assert tuple(store.conn.execute("SELECT delay, due_boot, due_mono FROM jobs").fetchone()) == (None, None, None)
-    assert not _ready(store, Instant(NOW + 10, 200.0, A))
-    assert _ready(store, Instant(NOW + 60, 200.0, A))
+    assert not is_ready(store, Instant(NOW + 10, 200.0, A))
+    assert is_ready(store, Instant(NOW + 60, 200.0, A))
 
 
 def test_not_a_database_and_other_programs_databases_are_refused(tmp_path):
@@ -197,7 +195,7 @@ def test_compact_gives_every_free_page_back_now(store, db):
 
 
 @pytest.fixture
-def local_worker(store):
+def wake_socket(store):
     """A wake-up socket (queuectl.host.wake) registered as a worker of this host and boot, as a real worker's is."""
     from queuectl.host import procs, wake
 
@@ -219,7 +217,7 @@ def _pokes(sock) -> int:
         n += 1
 
 
-def test_writes_that_make_work_wake_this_hosts_workers_once_committed(store, db, local_worker, monkeypatch):
+def test_writes_that_make_work_wake_this_hosts_workers_once_committed(store, db, wake_socket, monkeypatch):
     from queuectl.host import wake
 
     seen, real = [], wake.poke
@@ -231,24 +229,24 @@ def test_writes_that_make_work_wake_this_hosts_workers_once_committed(store, db,
 
     monkeypatch.setattr(wake, "poke", poke)
     add(store, id="run", max_retries=0)
-    assert (_pokes(local_worker), seen) == (1, [{"run": "pending"}])  # committed before the poke
+    assert (_pokes(wake_socket), seen) == (1, [{"run": "pending"}])  # committed before the poke
     w = register(store)
     claim(store, w, [], 1, NOW)
     finish(store, w, [Outcome("run", False, 1, "exit code 1", b"", b"")], NOW)  # dead
     add(store, id="later", delay=3600)
-    assert _pokes(local_worker) == 1
+    assert _pokes(wake_socket) == 1
     store.set_paused(["q"], True, NOW)
     store.cancel(["later"], NOW)  # pending: cancelled at once, no worker has anything to do
-    assert _pokes(local_worker) == 0
+    assert _pokes(wake_socket) == 0
     for write in (lambda: store.dlq_retry(["run"], NOW), lambda: store.retry(["later"], NOW),
                   lambda: store.set_paused(["q"], False, NOW)):
         write()
-        assert _pokes(local_worker) == 1
+        assert _pokes(wake_socket) == 1
     store.set_paused(["q"], False, NOW)  # not paused: nothing changed
     claim(store, w, [], 1, NOW)
-    assert _pokes(local_worker) == 0
+    assert _pokes(wake_socket) == 0
     assert store.cancel(["run"], NOW)[0].result == "requested"  # processing: its worker stops it when woken
-    assert _pokes(local_worker) == 1 and len(seen) == 6  # one wake-up per write that made work
+    assert _pokes(wake_socket) == 1 and len(seen) == 6  # one wake-up per write that made work
 
 
 class _FailingCommit:
@@ -266,18 +264,18 @@ class _FailingCommit:
         return self._conn.execute(sql, *args)
 
 
-def test_a_rolled_back_write_wakes_no_one(store, local_worker, monkeypatch):
+def test_a_rolled_back_write_wakes_no_one(store, wake_socket, monkeypatch):
     monkeypatch.setattr(store, "conn", _FailingCommit(store.conn))
     with pytest.raises(DatabaseError, match="disk I/O error"):
         add(store, id="lost")
-    assert _pokes(local_worker) == 0
+    assert _pokes(wake_socket) == 0
     monkeypatch.undo()
     assert store.list_jobs() == []  # rolled back
     add(store, id="kept")  # the next write that commits does wake
-    assert _pokes(local_worker) == 1
+    assert _pokes(wake_socket) == 1
 
 
-def test_a_failing_wake_up_never_fails_the_write(store, local_worker, monkeypatch):
+def test_a_failing_wake_up_never_fails_the_write(store, wake_socket, monkeypatch):
     from queuectl.host import wake
 
     def no_socket(pids):
@@ -290,14 +288,14 @@ def test_a_failing_wake_up_never_fails_the_write(store, local_worker, monkeypatc
     assert add(store, id="a") == "a"
     monkeypatch.setattr(store, "worker_pids", locked)
     assert add(store, id="b") == "b"
-    assert [j.id for j in store.list_jobs()] == ["b", "a"] and _pokes(local_worker) == 0
+    assert [j.id for j in store.list_jobs()] == ["b", "a"] and _pokes(wake_socket) == 0
 
 
 # -- what the engine keeps that the interface does not show (test_postgres.py runs these on PostgreSQL) --------
 
 
 def test_purge_deletes_the_output_of_the_jobs_it_deletes(store):
-    _finished(store, {"c": ("q", "ok"), "f": ("q", "fail")})
+    finished_jobs(store, {"c": ("q", "ok"), "f": ("q", "fail")})
     assert store.purge({"completed": 10}, NOW + 11) == 1
     assert [r[0] for r in store.c.execute("SELECT seq FROM job_output")] == [store.get_job("f").seq]
 

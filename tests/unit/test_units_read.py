@@ -11,10 +11,10 @@ import pytest
 
 from queuectl.host import procs
 from queuectl.api.units import EVERY, UnitState, Units
-from support.webapp import Clock
+from support.inprocess import Clock
 
 
-def worker(wid: int, unit: str | None, host: str | None = None):
+def snapshot_worker(wid: int, unit: str | None, host: str | None = None):
     """A snapshot's worker: its `info` with an id, a unit and a host (this host by default)."""
     return SimpleNamespace(info=SimpleNamespace(id=wid, unit=unit, host=host or procs.hostname()))
 
@@ -36,7 +36,7 @@ class Show:
 def test_systemd_is_asked_at_most_every_interval():
     clock, show = Clock(), Show()
     units = Units(clock=clock, show=show)
-    workers = [worker(1, "queuectl-worker@1.service")]
+    workers = [snapshot_worker(1, "queuectl-worker@1.service")]
     assert units.of(workers) == {1: UnitState("queuectl-worker@1.service", "active", "running", 1)}
     clock.now += EVERY - 0.1
     units.of(workers)
@@ -49,9 +49,9 @@ def test_systemd_is_asked_at_most_every_interval():
 def test_a_new_unit_is_read_at_once_and_a_worker_without_one_asks_nothing():
     clock, show = Clock(), Show()
     units = Units(clock=clock, show=show)
-    assert units.of([worker(1, None)]) == {} and show.calls == []
-    units.of([worker(1, "queuectl-worker@1.service")])
-    both = [worker(1, "queuectl-worker@1.service"), worker(2, "queuectl-worker@2.service")]
+    assert units.of([snapshot_worker(1, None)]) == {} and show.calls == []
+    units.of([snapshot_worker(1, "queuectl-worker@1.service")])
+    both = [snapshot_worker(1, "queuectl-worker@1.service"), snapshot_worker(2, "queuectl-worker@2.service")]
     assert set(units.of(both)) == {1, 2}  # within the interval: the new worker's unit was not read yet
     assert show.calls == [("queuectl-worker@1.service",), ("queuectl-worker@1.service", "queuectl-worker@2.service")]
     units.of(both[:1])  # a subset of what was read: kept
@@ -61,16 +61,16 @@ def test_a_new_unit_is_read_at_once_and_a_worker_without_one_asks_nothing():
 def test_a_worker_of_another_host_has_no_unit_state_and_asks_nothing():
     show = Show()
     units = Units(clock=Clock(), show=show)
-    elsewhere = worker(3, "queuectl-worker@1.service", host=procs.hostname() + "-other")
+    elsewhere = snapshot_worker(3, "queuectl-worker@1.service", host=procs.hostname() + "-other")
     assert units.of([elsewhere]) == {} and show.calls == []  # the same unit name here is another unit
-    assert units.of([elsewhere, worker(4, "queuectl-worker@1.service")]).keys() == {4}
+    assert units.of([elsewhere, snapshot_worker(4, "queuectl-worker@1.service")]).keys() == {4}
 
 
 def test_threads_that_ask_together_wait_for_one_read():
     gate = threading.Event()
     show = Show(gate)
     units = Units(clock=Clock(), show=show)
-    workers = [worker(1, "queuectl-worker@1.service")]
+    workers = [snapshot_worker(1, "queuectl-worker@1.service")]
     got: list[dict] = []
     threads = [threading.Thread(target=lambda: got.append(units.of(workers))) for _ in range(6)]
     for t in threads:
@@ -87,4 +87,4 @@ def test_without_systemd_here_no_worker_has_a_unit_state():
 
     if systemd_booted():
         pytest.skip("systemd runs here")
-    assert Units().of([worker(1, "queuectl-worker@1.service")]) == {}
+    assert Units().of([snapshot_worker(1, "queuectl-worker@1.service")]) == {}

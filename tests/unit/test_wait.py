@@ -13,17 +13,10 @@ from support.cli import assert_error, configure
 from queuectl.api.outage import Patience
 from queuectl.api.waiting import Attempts
 from queuectl.store.request import Outcome
-from support.worker_steps import NOW, add, bad, claim, finish, ok, register
+from support.worker_steps import NOW, add, bad, claim, ended, finish, ok, register
 from support.engines import BOTH_ENGINES
 
 pytestmark = BOTH_ENGINES
-
-
-def ended(store, job_id: str, outcome) -> None:
-    """Run `job_id` to its end as a worker would record it: `outcome(job_id)` (ok or bad)."""
-    w = register(store, f"w-{job_id}")
-    assert [j.id for j in claim(store, w, [], 1, NOW)] == [job_id]
-    finish(store, w, [outcome(job_id)], NOW)
 
 
 def test_wait_for_completed_jobs_exits_0_and_json_shows_them(db, run_cli, store):

@@ -21,26 +21,11 @@ from queuectl.api.following import follow
 from queuectl.api.outage import LIMIT, RETRY, Patience, limit_from_environment
 from queuectl.store.request import Outcome
 from queuectl.api.waiting import wait_for_end
-from support.worker_steps import NOW, add, finish, ok
-from unit.test_wait import ended
+from support.inprocess import Clock
+from support.worker_steps import NOW, add, ended, finish, ok
 from support.engines import BOTH_ENGINES, SQLITE_ONLY
 
 pytestmark = BOTH_ENGINES
-
-
-class Clock:
-    """A monotonic clock that only sleeping moves; it counts the sleeps."""
-
-    def __init__(self):
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 class Flaky:
@@ -172,17 +157,17 @@ def test_wait_for_end_goes_on_through_an_outage(store):
 
 
 def test_the_follower_keeps_its_place_through_an_outage(store):
-    from unit.conformance.test_output import record, started
+    from support.worker_steps import record_output, started
 
     add(store, id="a")
     w = started(store)
     clock, notes, out, err = Clock(), [], io.BytesIO(), io.BytesIO()
     steps = iter([
-        lambda: record(store, w, "a", b"one\n", 0),
+        lambda: record_output(store, w, "a", b"one\n", 0),
         lambda: None,  # the outage begins at the next read...
-        lambda: record(store, w, "a", b"two\n", 4),  # ...while the worker records more
+        lambda: record_output(store, w, "a", b"two\n", 4),  # ...while the worker records more
         lambda: None,
-        lambda: (record(store, w, "a", b"three\n", 8),
+        lambda: (record_output(store, w, "a", b"three\n", 8),
                  finish(store, w, [Outcome("a", True, 0, None, b"one\ntwo\nthree\n", b"")], NOW)),
     ])
     reads = []

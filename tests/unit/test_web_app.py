@@ -8,8 +8,6 @@ import json
 import re
 import time
 
-import pytest
-
 from support.engines import snapshot
 from queuectl.api.database import Database
 from queuectl.domain.errors import PermissionDenied
@@ -18,24 +16,6 @@ from queuectl.web import app as app_module
 from queuectl.web import security
 from support import worker_steps as steps
 from support.webapp import Counting, Dashboard, auth, token_in
-
-
-@pytest.fixture
-def dash(db, tmp_path):
-    d = Dashboard(db, tmp_path)
-    yield d
-    d.close()
-
-
-@pytest.fixture
-def dead(store) -> str:
-    """A dead job's id, "d1" (its one attempt failed, through a worker's steps)."""
-    now = time.time()
-    steps.add(store, now, id="d1", command="exit 3", max_retries=0)
-    worker = steps.register(store, now=now)
-    [job] = steps.claim(store, worker, [], 1, now)
-    assert steps.finish(store, worker, [steps.bad(job.id, 3)], now) == [JobState.DEAD]
-    return job.id
 
 
 def test_an_operator_s_pages_have_the_action_forms(dash, dead, run_cli):

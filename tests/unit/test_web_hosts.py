@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 
 import pytest
 from hypothesis import given, strategies as st
@@ -18,26 +17,10 @@ from werkzeug.wrappers import Response
 from support.cli import assert_error
 from support.engines import snapshot
 from queuectl.domain.errors import InvalidConfig, InvalidInput
-from queuectl.domain.models import JobState
 from queuectl.web import config, hosts
 from queuectl.web.hosts import Allowed, canonical, host_of, parse_name, parse_names
-from support import worker_steps as steps
 from support.webapp import Dashboard, token_in
-
-#: What the refused answers must not hold: the dead job's id, command and error, and the page's markup.
-SECRET = "s3cr3t-token"
-
-
-@pytest.fixture
-def dead(store) -> str:
-    """A dead job, "d1", whose command holds SECRET."""
-    now = time.time()
-    steps.add(store, now, id="d1", command=f"deploy --token {SECRET}; exit 3", max_retries=0)
-    worker = steps.register(store, now=now)
-    [job] = steps.claim(store, worker, [], 1, now)
-    assert steps.finish(store, worker, [steps.bad(job.id, 3)], now) == [JobState.DEAD]
-    return job.id
-
+from support.webserver import SECRET
 
 @pytest.fixture
 def said():
@@ -163,7 +146,7 @@ def test_the_cli_refuses_a_bad_allow_host_with_exit_2_and_a_bad_hosts_with_78(ru
 
 # The check on every request.
 
-def refused(response, name: str | None = "evil.example") -> None:
+def refused_host(response, name: str | None = "evil.example") -> None:
     """A 421 with one line saying why (naming `name`), the security headers, and nothing of the queue."""
     assert response.status_code == 421, (response.status_code, response.data[:300])
     body = response.get_data(as_text=True)
@@ -189,10 +172,10 @@ def test_a_foreign_host_gets_421_and_nothing_on_every_address(open_dash, dead, w
     user = "olga" if with_users else None
     for path in PATHS:
         assert d.get(path, user).status_code in (200, 403, 404), path  # served under localhost (the client's Host)
-        refused(d.get(path, user, headers={"Host": "evil.example:8765"}), "evil.example")
-        refused(d.get(path, None, headers={"Host": "evil.example"}), "evil.example")  # before any sign-in
-    refused(d.get("/jobs/d1", user, headers={"Host": "evil.example", "Accept": "application/json"}))
-    refused(d.get("/jobs/d1/output.json", user, headers={"Host": "evil.example"}))
+        refused_host(d.get(path, user, headers={"Host": "evil.example:8765"}), "evil.example")
+        refused_host(d.get(path, None, headers={"Host": "evil.example"}), "evil.example")  # before any sign-in
+    refused_host(d.get("/jobs/d1", user, headers={"Host": "evil.example", "Accept": "application/json"}))
+    refused_host(d.get("/jobs/d1/output.json", user, headers={"Host": "evil.example"}))
 
 
 def test_a_foreign_host_s_action_is_refused_and_changes_nothing(open_dash, dead, db):
@@ -203,7 +186,7 @@ def test_a_foreign_host_s_action_is_refused_and_changes_nothing(open_dash, dead,
         r = d.post(path, headers={"Host": "evil.example:8765", "Origin": "http://evil.example:8765",
                                   "Sec-Fetch-Site": "same-origin"}, data={"csrf": token, "action": "retry",
                                                                           "state": "dead"})
-        refused(r)
+        refused_host(r)
     assert snapshot(db) == before
     r = d.post("/jobs/d1/retry", headers={"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"},
                data={"csrf": token})
@@ -216,7 +199,7 @@ def test_loopback_names_on_any_port_and_the_bound_address_are_answered(open_dash
                  "[0:0::1]", "127.0.0.2:8765"):
         assert d.get("/jobs/d1", None, headers={"Host": host}).status_code == 200, host
     for host in ("127.0.0.3:8765", "[::2]:8765", "localhost.evil.example", "0.0.0.0:8765", "evil.localhost"):
-        refused(d.get("/jobs/d1", None, headers={"Host": host}), host_of(host))
+        refused_host(d.get("/jobs/d1", None, headers={"Host": host}), host_of(host))
 
 
 @pytest.mark.parametrize("bad", ["", "a b", "[evil]:80", "evil.example:80:80", "localhost:99999"])
@@ -225,7 +208,7 @@ def test_a_host_header_that_names_no_host_is_refused(open_dash, dead, bad):
     # (Debian 13's) parses the request's URL itself with Python 3.13's urlsplit, which raises on "[evil]"
     # and on port 99999 before the app sees the request.
     environ = EnvironBuilder(path="/jobs/d1", headers={"Host": bad}).get_environ()
-    refused(Response.from_app(open_dash(users=None).app, environ), None)
+    refused_host(Response.from_app(open_dash(users=None).app, environ), None)
 
 
 def test_configured_names_and_domains_are_answered(open_dash, dead):
@@ -234,7 +217,7 @@ def test_configured_names_and_domains_are_answered(open_dash, dead):
                  "192.0.2.10:8765", "localhost"):
         assert d.get("/jobs/d1", headers={"Host": host}).status_code == 200, host
     for host in ("a.queue.example.org", "example.org", "evilcorp.example", "corp.example.evil", "192.0.2.11"):
-        refused(d.get("/jobs/d1", headers={"Host": host}), host)
+        refused_host(d.get("/jobs/d1", headers={"Host": host}), host)
 
 
 def test_the_address_a_connection_arrived_at_is_answered(open_dash, dead):
@@ -245,9 +228,9 @@ def test_the_address_a_connection_arrived_at_is_answered(open_dash, dead):
         arrived.bind(("127.0.0.2", 0))
         conn = {"gunicorn.socket": arrived}
         assert d.get("/jobs/d1", headers={"Host": "127.0.0.2:8765"}, environ_base=conn).status_code == 200
-        refused(d.get("/jobs/d1", headers={"Host": "127.0.0.3:8765"}, environ_base=conn), "127.0.0.3")
-    refused(d.get("/jobs/d1", headers={"Host": "127.0.0.2"}), "127.0.0.2")  # arrived nowhere known
-    refused(d.get("/jobs/d1", headers={"Host": "0.0.0.0:8765"}), "0.0.0.0")
+        refused_host(d.get("/jobs/d1", headers={"Host": "127.0.0.3:8765"}, environ_base=conn), "127.0.0.3")
+    refused_host(d.get("/jobs/d1", headers={"Host": "127.0.0.2"}), "127.0.0.2")  # arrived nowhere known
+    refused_host(d.get("/jobs/d1", headers={"Host": "0.0.0.0:8765"}), "0.0.0.0")
 
 
 def test_a_request_target_in_absolute_form_names_the_host(open_dash, dead):
@@ -256,17 +239,17 @@ def test_a_request_target_in_absolute_form_names_the_host(open_dash, dead):
     d = open_dash(users=None)
     for target, name in (("http://evil.example/jobs/d1", "evil.example"),
                          ("https://user@evil.example:8765/jobs/d1?x=1", "evil.example")):
-        refused(d.get("/jobs/d1", None, environ_overrides={"RAW_URI": target}), name)
+        refused_host(d.get("/jobs/d1", None, environ_overrides={"RAW_URI": target}), name)
     for target in ("http://localhost:8765/jobs/d1", "/jobs/d1", "/jobs/d1?next=http://evil.example/"):
         assert d.get("/jobs/d1", None, environ_overrides={"RAW_URI": target}).status_code == 200, target
-    refused(d.get("/jobs/d1", None, environ_overrides={"RAW_URI": "http:///jobs/d1"}), None)
+    refused_host(d.get("/jobs/d1", None, environ_overrides={"RAW_URI": "http:///jobs/d1"}), None)
 
 
 def test_the_prefix_s_redirect_and_its_outside_are_refused_too(open_dash, dead):
     d = open_dash(prefix="/q")
     assert d.get("/q").status_code == 308 and d.get("/jobs").status_code == 404
     for path in ("/q", "/jobs", "/q/jobs/d1", "/q/static/app.js"):
-        refused(d.get(path, headers={"Host": "evil.example"}))
+        refused_host(d.get(path, headers={"Host": "evil.example"}))
 
 
 def test_a_trusted_proxy_s_forwarded_host_is_checked_and_an_untrusted_one_ignored(open_dash, dead, db):
@@ -274,13 +257,14 @@ def test_a_trusted_proxy_s_forwarded_host_is_checked_and_an_untrusted_one_ignore
     # From loopback (the proxy's side) both names must be answered: nginx's Host and the client's.
     ok = d.get("/jobs/d1", headers={"Host": "127.0.0.1:8765", "X-Forwarded-Host": "queue.example.org"})
     assert ok.status_code == 200
-    refused(d.get("/jobs/d1", headers={"Host": "127.0.0.1:8765", "X-Forwarded-Host": "evil.example"}))
-    refused(d.get("/jobs/d1", headers={"Host": "evil.example", "X-Forwarded-Host": "queue.example.org"}))
-    refused(d.get("/jobs/d1", headers={"Host": "localhost", "X-Forwarded-Host": "evil.example, localhost"}))
-    refused(d.get("/jobs/d1", headers={"Host": "localhost", "X-Forwarded-Host": "a b"}), None)
+    refused_host(d.get("/jobs/d1", headers={"Host": "127.0.0.1:8765", "X-Forwarded-Host": "evil.example"}))
+    refused_host(d.get("/jobs/d1", headers={"Host": "evil.example", "X-Forwarded-Host": "queue.example.org"}))
+    refused_host(d.get("/jobs/d1", headers={"Host": "localhost", "X-Forwarded-Host": "evil.example, localhost"}))
+    refused_host(d.get("/jobs/d1", headers={"Host": "localhost", "X-Forwarded-Host": "a b"}), None)
     # From loopback through a dual-stack socket (::ffff:127.0.0.1) as from 127.0.0.1.
     mapped = {"REMOTE_ADDR": "::ffff:127.0.0.1"}
-    refused(d.get("/jobs/d1", headers={"Host": "localhost", "X-Forwarded-Host": "evil.example"}, environ_base=mapped))
+    refused_host(d.get("/jobs/d1", headers={"Host": "localhost", "X-Forwarded-Host": "evil.example"},
+                       environ_base=mapped))
     # From elsewhere the header is anyone's: neither checked nor taken as the origin's host.
     far = {"REMOTE_ADDR": "192.0.2.7"}
     assert d.get("/jobs/d1", headers={"Host": "queue.example.org", "X-Forwarded-Host": "evil.example"},
@@ -305,8 +289,8 @@ def test_rebinding_cannot_borrow_the_trusted_proxy_s_user_header(open_dash, dead
     token = token_in(d.get("/jobs/d1", None, headers={"X-Remote-User": "olga"}).data)
     before = snapshot(db)
     for headers in ({"Host": "evil.example:8765"}, {"Host": "evil.example:8765", "X-Forwarded-Host": "localhost"}):
-        refused(d.get("/jobs/d1", None, headers={**headers, "X-Remote-User": "olga"}))
-        refused(d.post("/jobs/d1/retry", None, data={"csrf": token}, headers={
+        refused_host(d.get("/jobs/d1", None, headers={**headers, "X-Remote-User": "olga"}))
+        refused_host(d.post("/jobs/d1/retry", None, data={"csrf": token}, headers={
             **headers, "X-Remote-User": "olga", "Origin": "http://evil.example:8765", "Sec-Fetch-Site": "same-origin"}))
     assert snapshot(db) == before
 

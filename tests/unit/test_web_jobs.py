@@ -13,14 +13,7 @@ import pytest
 from support.engines import snapshot
 from queuectl.domain.models import JobState
 from support import worker_steps as steps
-from support.webapp import Dashboard, token_in
-
-
-@pytest.fixture
-def dash(db, tmp_path):
-    d = Dashboard(db, tmp_path)
-    yield d
-    d.close()
+from support.webapp import token_in
 
 
 def error(answer) -> str:
@@ -28,7 +21,8 @@ def error(answer) -> str:
     return html.unescape(re.search(r'<p class="error" id="error">(.*?)</p>', answer.data.decode()).group(1))
 
 
-def ids(body: bytes) -> list[str]:
+def row_ids(body: bytes) -> list[str]:
+    """The ids of the jobs a page lists, in its order."""
     return [m.decode() for m in re.findall(rb'<tr data-job="([^"]+)">', body)]
 
 
@@ -46,21 +40,21 @@ def jobs(store):
 def test_filters_are_query_parameters_and_pages_follow_by_keyset(dash, jobs, monkeypatch):
     from queuectl.web import pages
 
-    assert ids(dash.get("/jobs?queue=mail").data) == ["child", "mail-2", "mail-1", "mail-0"]
-    assert ids(dash.get("/jobs?text=TARGET3").data) == ["build-3"]  # case-insensitive, in the command
-    assert ids(dash.get("/jobs?key=k1").data) == ["mail-1"]
-    assert ids(dash.get("/jobs?after=build-0").data) == ["child"]
-    assert ids(dash.get("/jobs?id=mail-").data) == ["mail-2", "mail-1", "mail-0"]
-    assert ids(dash.get("/jobs?state=blocked").data) == ["child"]
+    assert row_ids(dash.get("/jobs?queue=mail").data) == ["child", "mail-2", "mail-1", "mail-0"]
+    assert row_ids(dash.get("/jobs?text=TARGET3").data) == ["build-3"]  # case-insensitive, in the command
+    assert row_ids(dash.get("/jobs?key=k1").data) == ["mail-1"]
+    assert row_ids(dash.get("/jobs?after=build-0").data) == ["child"]
+    assert row_ids(dash.get("/jobs?id=mail-").data) == ["mail-2", "mail-1", "mail-0"]
+    assert row_ids(dash.get("/jobs?state=blocked").data) == ["child"]
     monkeypatch.setattr(pages, "PAGE", 3)
     first = dash.get("/jobs?queue=build")
-    assert ids(first.data) == ["build-6", "build-5", "build-4"] and b"7 jobs match" in first.data
-    seen = ids(first.data)
+    assert row_ids(first.data) == ["build-6", "build-5", "build-4"] and b"7 jobs match" in first.data
+    seen = row_ids(first.data)
     older = re.search(rb'<a href="([^"]+)" id="older">', first.data)
     while older:
         page = dash.get(older.group(1).decode().replace("&amp;", "&"))
         assert b"queue=build" in older.group(1)  # the filter rides along
-        seen += ids(page.data)
+        seen += row_ids(page.data)
         older = re.search(rb'<a href="([^"]+)" id="older">', page.data)
     assert seen == [f"build-{i}" for i in range(6, -1, -1)]  # every job once, newest first
 

@@ -15,7 +15,8 @@ from queuectl.domain.errors import PermissionDenied
 from queuectl.domain.models import JobState
 from queuectl.web.reads import READS, Connections, Reader
 from support import worker_steps as steps
-from support.webapp import Clock, Counting
+from support.inprocess import Clock
+from support.webapp import Counting
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from support.cli import Cli, assert_error
 from queuectl.domain.errors import InvalidConfig, InvalidInput
 from queuectl.web import userfile, users
 from queuectl.web.users import CACHE_SECONDS, Checker, User
-from support.webapp import Clock
+from support.inprocess import Clock
 
 #: bcrypt hashes at the lowest cost (made once: bcrypt is slow on purpose).
 HASH = bcrypt.hashpw(b"secret", bcrypt.gensalt(4))

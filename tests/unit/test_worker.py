@@ -18,36 +18,10 @@ from queuectl.domain.models import JobState
 from queuectl.domain.jobspec import parse_job
 from queuectl.store import SqliteStore
 from queuectl.worker import Worker
+from support.inprocess import Notifier, stop_runner
 from support.worker_steps import claim
 
 HEARTBEAT, STALE_AFTER = 0.2, 1.5
-
-
-class Clock:
-    """A monotonic clock that moves only when told."""
-
-    def __init__(self, start: float = 1000.0):
-        self.t = start
-
-    def __call__(self) -> float:
-        return self.t
-
-
-class Notifier:
-    """Counts the watchdog pings a worker sends, as systemd would see them."""
-
-    watchdog_interval = None
-
-    def __init__(self):
-        self.pings = 0
-
-    def watchdog(self) -> None:
-        self.pings += 1
-
-    def ready(self, status: str) -> None:
-        pass
-
-    status = stopping = ready
 
 
 @pytest.fixture
@@ -60,15 +34,10 @@ def store(tmp_path):
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
 def worker(store, clock):
     w = Worker(store, "a", monotonic=clock, notifier=Notifier())
     yield w
-    w.runner.close()
+    stop_runner(w.runner)
 
 
 def peer_with_a_job(store, clock) -> int:
@@ -86,19 +55,19 @@ def peer_with_a_job(store, clock) -> int:
 def test_a_short_outage_gives_every_other_worker_stale_after_from_its_end(store, clock, worker):
     worker.register()
     peer = peer_with_a_job(store, clock)
-    clock.t += 0.3
+    clock.now += 0.3
     assert worker._heartbeat()
     worker.outage.failed(DatabaseUnavailable("cannot connect to database: the server is down"), 0)
     # Back 1.3 s after this worker's last heartbeat: too short a gap to count as a held-up heartbeat
     # (2 x heartbeat-interval + 1 s), while the peer, silent for 1.6 s, may reconnect later than this one.
-    clock.t += 1.3
+    clock.now += 1.3
     assert worker._heartbeat()
     assert store.get_job("b-job").state == JobState.PROCESSING and store.worker_by_name("b") is not None
     # The grace runs from the end of the outage: a peer that stays silent is recovered after stale-after.
     worker.outage.works(worker.now)
-    clock.t += STALE_AFTER - 0.1
+    clock.now += STALE_AFTER - 0.1
     assert worker._heartbeat() and store.worker_by_name("b") is not None
-    clock.t += 0.2
+    clock.now += 0.2
     assert worker._heartbeat()
     assert store.worker_by_name("b") is None and store.get_job("b-job").last_error == "worker lost", peer
 
@@ -111,7 +80,7 @@ def test_a_short_outage_gives_every_other_worker_stale_after_from_its_end(store,
 ], ids=["lost-connection", "disk-full", "read-only-server", "read-only-file"])
 def test_the_watchdog_is_pinged_while_the_database_is_unavailable_and_only_then(worker, clock, error, pings):
     worker.outage.failed(error, 0)
-    clock.t += 12.4
+    clock.now += 12.4
     assert worker.notifier.pings == pings
     assert worker._status_line() == ("database unavailable for 12 s; 0 job(s) running and 0 result(s) held;"
                                      " 0 done, 0 failed")

@@ -13,19 +13,10 @@ from queuectl.domain.models import DRAIN_SAY_EVERY
 from queuectl.worker.claims import ClaimPolicy
 from queuectl.worker.drain import Drain
 from queuectl.worker.ledger import Ledger
+from support.inprocess import Clock, Notifier
 from support.worker_steps import NOW, register
 
-MONO = 100.0  # the tests' monotonic clock, the runner's too (tests/unit/conftest.py)
-
-
-class Notifier:
-    """What the worker tells systemd as it stops (STOPPING=1 and its status), kept."""
-
-    def __init__(self):
-        self.stopping_said: list[str] = []
-
-    def stopping(self, status: str) -> None:
-        self.stopping_said.append(status)
+MONO = Clock.START  # the runner's monotonic clock (the `clock` fixture's)
 
 
 @pytest.fixture

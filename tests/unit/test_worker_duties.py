@@ -24,10 +24,10 @@ from queuectl.worker.duties.retention import LOG_EVERY, Retention
 from queuectl.worker.duties.schedules import CHECK_EVERY, Schedules
 from queuectl.worker.health import Stats
 from queuectl.worker.ledger import Ledger
-from support.worker_steps import NOW, add, new_job, register
-from unit.test_recovery import local_worker
+from support.inprocess import Clock
+from support.worker_steps import NOW, add, local_worker, new_job, register
 
-MONO = 500.0  # the tests' monotonic clock at NOW, the runner's too (tests/unit/conftest.py)
+MONO = Clock.START  # the tests' monotonic clock at NOW, the runner's too (the `clock` fixture's)
 
 
 class Clocks:

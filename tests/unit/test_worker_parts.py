@@ -4,7 +4,6 @@ SQLite store where a duty reads one."""
 
 from __future__ import annotations
 
-import signal
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +11,6 @@ import pytest
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import DatabaseError, DatabaseUnavailable
 from queuectl.store import SqliteStore
-from queuectl.worker import Worker
 from queuectl.worker.claims import HOLD, PREFETCH_PER_SLOT, ClaimPolicy
 from queuectl.worker.duties import run_due, wake_at
 from queuectl.worker.duties.cancels import Cancels
@@ -23,24 +21,7 @@ from queuectl.worker.health import Health, Stats, status_line
 from queuectl.worker.ledger import RECORD_AFTER, RECORD_WITHIN, Ledger
 from queuectl.worker.outage import DB_RETRY, Outage
 from queuectl.worker.output import OUTPUT_EVERY, next_output_due, output_due
-
-
-def Clock(start: float = 1000.0):
-    """Return a monotonic clock that moves only when told (its `t`)."""
-    clock = lambda: clock.t  # noqa: E731
-    clock.t = start
-    return clock
-
-
-class Notifier:
-    """Counts watchdog pings; `watchdog_interval` as systemd's WatchdogSec would set it."""
-
-    def __init__(self, watchdog_interval=None):
-        self.watchdog_interval = watchdog_interval
-        self.pings = 0
-
-    def watchdog(self) -> None:
-        self.pings += 1
+from support.inprocess import Clock, Notifier, make_worker, stop_runner
 
 
 class Watch:
@@ -178,10 +159,10 @@ def test_a_beat_is_fresh_for_half_of_stale_after_and_a_late_one_gives_the_others
     health = Health(Notifier(), watch, clock)
     health.note_gap(Instant(1e6, 100.0, "d"), config)
     assert health.fresh(104.9, config) and not health.fresh(105.0, config)
-    clock.t = 102.9  # within 2 x interval + 1 s: no grace
+    clock.now = 102.9  # within 2 x interval + 1 s: no grace
     health.note_gap(Instant(1e6 + 2.9, 102.9, "d"), config)
     assert watch.resumed == []
-    clock.t = 106.0  # held up for more: the others get stale-after from now
+    clock.now = 106.0  # held up for more: the others get stale-after from now
     health.note_gap(Instant(1e6 + 6.0, 106.0, "d"), config)
     assert watch.resumed == [106.0]
 
@@ -206,18 +187,18 @@ def test_an_outage_pings_the_watchdog_only_while_unavailable_and_waits_db_retry(
     assert notifier.pings == 1 and outage.failing_since == 50.0
     assert outage.retry_later() == DB_RETRY
     assert outage.waiting(50.5) == pytest.approx(DB_RETRY - 0.5) and outage.waiting(50.0 + DB_RETRY) is None
-    clock.t = 62.4
+    clock.now = 62.4
     assert outage.status(1, 2) == "database unavailable for 12 s; 1 job(s) running and 2 result(s) held"
 
 
 def test_the_end_of_an_outage_gives_the_others_their_grace_once():
     clock, watch = Clock(50.0), Watch()
     outage = Outage(Notifier(), watch, clock)
-    outage.works(lambda: Instant(1e6, clock.t, "d"))  # no outage: nothing to say
+    outage.works(lambda: Instant(1e6, clock.now, "d"))  # no outage: nothing to say
     outage.failed(DatabaseUnavailable("down"), held=0)
     outage.beat(Instant(1e6, 51.0, "d"))  # a heartbeat during the outage: the grace, at once
-    clock.t = 53.0
-    outage.works(lambda: Instant(1e6, clock.t, "d"))
+    clock.now = 53.0
+    outage.works(lambda: Instant(1e6, clock.now, "d"))
     assert watch.resumed == [51.0] and outage.failing_since is None
 
 
@@ -226,12 +207,9 @@ def test_the_end_of_an_outage_gives_the_others_their_grace_once():
 @pytest.fixture
 def worker(tmp_path):
     store = SqliteStore(str(tmp_path / "q.db"))
-    clock = Clock()
-    w = Worker(store, "parts", monotonic=clock, clock=lambda: 1_000_000.0 + clock.t, notifier=Notifier())
-    w.register()
+    w = make_worker(store, Clock(), name="parts")
     yield w
-    w.runner.stop_all(signal.SIGKILL)
-    w.runner.close()
+    stop_runner(w.runner)
     store.close()
 
 

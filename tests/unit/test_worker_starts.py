@@ -16,18 +16,12 @@ from queuectl.worker.ledger import Ledger
 from queuectl.worker.outage import Outage
 from queuectl.worker.starts import Starter
 from support.engines import BOTH_ENGINES
+from support.inprocess import Clock, Notifier
 from support.worker_steps import NOW, add, register
 
 pytestmark = BOTH_ENGINES
 
-MONO = 300.0  # the tests' monotonic clock, the runner's too (tests/unit/conftest.py)
-
-
-class Notifier:
-    watchdog_interval = None
-
-    def watchdog(self) -> None:
-        pass
+MONO = Clock.START  # the monotonic clock of the runner and of every part (the `clock` fixture's, never moved)
 
 
 class FailingRecords:

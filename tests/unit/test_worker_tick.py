@@ -17,10 +17,10 @@ from queuectl import worker as worker_mod
 from queuectl.domain.errors import DatabaseUnavailable
 from queuectl.domain.models import DRAIN_SAY_EVERY, MOST_NAMED, JobState, waiting_line
 from queuectl.store import SqliteStore
-from queuectl.worker import HOLD, PREFETCH_PER_SLOT, RECORD_WITHIN, Worker
+from queuectl.worker import HOLD, PREFETCH_PER_SLOT, RECORD_WITHIN
 from support.backdoor import behind_queuectls_back
+from support.inprocess import make_worker, stop_runner
 from support.worker_steps import add
-from unit.test_worker import Clock, Notifier
 
 
 @pytest.fixture
@@ -32,25 +32,10 @@ def store(db):
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-def make_worker(store, clock, slots=1):
-    w = Worker(store, "tick", slots=slots, monotonic=clock, clock=lambda: 1_000_000.0 + clock.t,
-               notifier=Notifier())
-    w.register()
-    return w
-
-
-@pytest.fixture
 def worker(store, clock):
     w = make_worker(store, clock)
     yield w
-    w.runner.stop_all(signal.SIGKILL)
-    while w.runner.running:
-        w.runner.wait(None)
-    w.runner.close()
+    stop_runner(w.runner)
 
 
 def end_one(w) -> None:
@@ -78,7 +63,7 @@ def test_claims_take_free_slots_then_the_reserve_and_never_more(store, clock, wo
     most = 0
     while worker.stats.done < 30:
         end_one(worker)
-        clock.t += 0.001
+        clock.now += 0.001
         worker.tick()
         most = max(most, held_by(store, worker))
         assert most <= worker.slots + PREFETCH_PER_SLOT * worker.slots
@@ -97,7 +82,7 @@ def test_an_end_waits_at_most_record_within_while_batching_and_is_recorded_at_on
     end_one(worker)  # b ended; long starts at the next tick and keeps the slot busy
     wait = worker.tick()
     assert state(store, "b") == JobState.PROCESSING and 0 < wait <= RECORD_WITHIN
-    clock.t += RECORD_WITHIN
+    clock.now += RECORD_WITHIN
     worker.tick()
     assert state(store, "b") == JobState.COMPLETED
     worker.claims.short = False  # a long job ran last: nothing to batch with
@@ -118,7 +103,7 @@ def test_a_reserve_held_behind_a_long_job_goes_back_within_hold(store, clock, wo
     assert [state(store, f"next{i}") for i in range(3)] == [JobState.PROCESSING] * 3
     wait = worker.tick()
     assert wait <= HOLD
-    clock.t += HOLD + 1e-6
+    clock.now += HOLD + 1e-6
     worker.tick()
     for i in range(3):
         job = store.get_job(f"next{i}")
@@ -153,16 +138,16 @@ def test_no_claimed_job_starts_while_the_database_fails(store, clock, worker, mo
 
     monkeypatch.setattr(store, "exchange", down)
     end_one(worker)  # j1 ends; its record fails
-    clock.t += 1
+    clock.now += 1
     worker.tick()  # j2 starts (the failure is not known yet), the exchange fails
     started = set(worker.runner.running)
     end_one(worker)
     for _ in range(3):
-        clock.t += worker_mod.DB_RETRY
+        clock.now += worker_mod.DB_RETRY
         worker.tick()
     assert not worker.runner.running and started == {"j2"} and [j.id for j in worker.claims.reserve] == ["j3"]
     monkeypatch.undo()
-    clock.t += worker_mod.DB_RETRY
+    clock.now += worker_mod.DB_RETRY
     worker.tick()
     assert state(store, "j1") == state(store, "j2") == JobState.COMPLETED
     assert "j3" in worker.runner.running
@@ -178,9 +163,9 @@ def test_a_worker_held_up_past_half_stale_after_beats_before_it_starts_a_claimed
     assert [j.id for j in worker.claims.reserve] == ["j2", "j3"]
     # Held up (frozen) for longer than stale-after, and found stale meanwhile: its claims went back, each
     # counting the attempt it may have started (queuectl.domain.backoff.last_attempt).
-    clock.t += worker.config["stale-after"] + 1
+    clock.now += worker.config["stale-after"] + 1
     seen = store.worker_by_name("tick").seen
-    assert dict(store.recover(worker.worker_id, seen, 1_000_000.0 + clock.t))["j2"] == JobState.FAILED
+    assert dict(store.recover(worker.worker_id, seen, 1_000_000.0 + clock.now))["j2"] == JobState.FAILED
     assert worker.tick() is None and worker.exit_code == worker_mod.EXIT_LOST
     assert [j.id for j in worker.claims.reserve] == ["j2", "j3"] and not worker.runner.running  # started neither
     assert [(store.get_job(j).state, store.get_job(j).attempts) for j in ("j2", "j3")] == [(JobState.FAILED, 1)] * 2
@@ -193,7 +178,7 @@ def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_wh
     worker.tick()
     while len(worker.claims.reserve) != worker.claims.prefetch // 2 + 1:  # short jobs end and the reserve runs down
         end_one(worker)
-        clock.t += 0.001
+        clock.now += 0.001
         worker.tick()
     end_one(worker)  # its end goes with the next exchange, which also tops up the reserve
     ended = worker.ledger.ended[0][0]
@@ -205,20 +190,20 @@ def test_an_exchange_whose_reply_was_lost_counts_nothing_twice_and_gives_back_wh
         raise DatabaseUnavailable("server closed the connection unexpectedly")  # ...and no reply came
 
     monkeypatch.setattr(store, "exchange", reply_lost)
-    clock.t += 1
+    clock.now += 1
     worker.tick()
     monkeypatch.undo()
     assert state(store, ended) == JobState.COMPLETED and store.get_job(ended).attempts == 1
     known = {j.id for j in worker.claims.reserve} | set(worker.runner.running)
     assert len(known) < held_by(store, worker)  # the lost reply's claims: held, never seen
 
-    clock.t += worker_mod.DB_RETRY
+    clock.now += worker_mod.DB_RETRY
     worker.tick()  # the lost claims go back; the end is found recorded
     assert {j.job_id for j in store.worker_jobs(worker.worker_id)} <= (
         {j.id for j in worker.claims.reserve} | set(worker.runner.running))
     while worker.runner.running or worker.claims.reserve:  # a lost claim never given back would stay held
         end_one(worker)
-        clock.t += 0.001
+        clock.now += 0.001
         worker.tick()
     assert worker.stats.done == 20
     assert {j.attempts for j in store.list_jobs(JobState.COMPLETED, limit=50)} == {1}
@@ -243,10 +228,10 @@ def test_a_job_whose_recorded_end_the_database_lost_ends_failed_at_the_first_exc
         raise DatabaseUnavailable("server closed the connection unexpectedly")
 
     monkeypatch.setattr(store, "heartbeat", down)  # an idle worker: only its heartbeat meets the outage
-    clock.t += worker.config["heartbeat-interval"] + 1
+    clock.now += worker.config["heartbeat-interval"] + 1
     worker.tick()
     monkeypatch.undo()
-    clock.t += max(worker_mod.DB_RETRY, worker.config["poll-interval"])
+    clock.now += max(worker_mod.DB_RETRY, worker.config["poll-interval"])
     worker.tick()  # its next exchange (a claim) settles the job
     job = store.get_job("lost")
     assert (job.state, job.attempts, job.last_error, job.worker_id) == (
@@ -260,11 +245,11 @@ def test_a_job_whose_recorded_end_the_database_lost_ends_failed_at_the_first_exc
 def test_a_due_slot_is_fired_and_its_run_claimed_at_once_and_a_draining_worker_fires_nothing(store, clock, worker):
     from queuectl.domain.recurrence import parse_rule
 
-    wall = 1_000_000.0 + clock.t  # 1_001_000: a multiple of 10
+    wall = 1_000_000.0 + clock.now  # 1_001_000: a multiple of 10
     store.add_schedule("tick", parse_rule(None, "10s", "UTC"), {"command": "true"}, "skip", wall)
     wait = worker.tick()
     assert store.list_jobs() == [] and wait <= 1.0  # it looks again within a second
-    clock.t += 10
+    clock.now += 10
     worker.tick()  # fires the slot of wall + 10 ...
     (job,) = store.list_jobs()
     assert job.id == "tick@1970-01-12T14:03:30Z"
@@ -273,7 +258,7 @@ def test_a_due_slot_is_fired_and_its_run_claimed_at_once_and_a_draining_worker_f
     end_one(worker)
     worker.tick()
     worker.request_stop(signal.SIGTERM)
-    clock.t += 10
+    clock.now += 10
     worker.tick()
     assert [j.id for j in store.list_jobs()] == [job.id]  # stopping: the next slot is left to other workers
 
@@ -281,7 +266,7 @@ def test_a_due_slot_is_fired_and_its_run_claimed_at_once_and_a_draining_worker_f
 def test_a_job_of_a_limited_queue_that_ends_is_followed_by_a_claim_at_once(store, clock):
     w = make_worker(store, clock, slots=2)
     try:
-        store.set_limit("build", 1_000_000.0 + clock.t, concurrency=1)
+        store.set_limit("build", 1_000_000.0 + clock.now, concurrency=1)
         for i in range(3):
             add(store, id=f"b{i}", queue="build", command="sleep 0.05")
         w.tick()
@@ -304,20 +289,20 @@ def test_a_claim_held_back_by_a_rate_limit_is_tried_again_when_the_window_frees_
 
     w = make_worker(store, clock, slots=2)
     try:
-        store.set_limit("mail", 1_000_000.0 + clock.t, rate=(2, 2.0))
+        store.set_limit("mail", 1_000_000.0 + clock.now, rate=(2, 2.0))
         for i in range(3):
             add(store, id=f"m{i}", queue="mail")
-        claimed_at = clock.t
+        claimed_at = clock.now
         w.tick()
         assert held_by(store, w) == 2  # the window holds two claims
         while w.stats.done < 2:
             end_one(w)
             w.tick()  # records the ends; its claim comes back empty
-        while state(store, "m2") == JobState.PENDING and clock.t - claimed_at < 6:
-            clock.t += 0.125
+        while state(store, "m2") == JobState.PENDING and clock.now - claimed_at < 6:
+            clock.now += 0.125
             w.tick()
         assert state(store, "m2") == JobState.PROCESSING
-        assert 2.0 + RATE_SLACK <= clock.t - claimed_at < 2.0 + RATE_SLACK + 0.25
+        assert 2.0 + RATE_SLACK <= clock.now - claimed_at < 2.0 + RATE_SLACK + 0.25
     finally:
         w.runner.stop_all(signal.SIGKILL)
         while w.runner.running:
@@ -333,15 +318,15 @@ def test_a_last_attempt_has_its_start_recorded_before_it_runs_and_others_lazily(
     worker.tick()  # claims "last" (the only slot) and starts it
     assert "last" in worker.runner.running
     job = store.get_job("last")
-    assert (job.attempts, job.started_at) == (1, 1_000_000.0 + clock.t)  # recorded before any exchange
+    assert (job.attempts, job.started_at) == (1, 1_000_000.0 + clock.now)  # recorded before any exchange
     worker.runner.stop_all(signal.SIGKILL)
     while worker.runner.running:
         end_one(worker)
-    clock.t += 1
+    clock.now += 1
     worker.tick()  # records the end of "last" (dead: its only attempt) and starts "lazy"
     assert "lazy" in worker.runner.running
     assert (store.get_job("lazy").attempts, store.get_job("lazy").started_at) == (0, None)  # not yet recorded
-    clock.t += worker_mod.RECORD_AFTER
+    clock.now += worker_mod.RECORD_AFTER
     worker.tick()
     assert store.get_job("lazy").attempts == 1
 
@@ -362,7 +347,7 @@ def test_a_last_attempt_whose_start_cannot_be_recorded_does_not_start(store, clo
     assert not worker.runner.running and [j.id for j in worker.claims.reserve] == ["last"]
     assert (store.get_job("last").attempts, store.get_job("last").started_at) == (0, None)
     monkeypatch.setattr(store, "exchange", real)
-    clock.t += worker_mod.DB_RETRY
+    clock.now += worker_mod.DB_RETRY
     worker.tick()
     assert "last" in worker.runner.running and store.get_job("last").attempts == 1
 
@@ -377,7 +362,7 @@ def test_the_log_says_a_failed_attempts_outcome_once_a_retry_after_its_backoff_o
         end_one(worker)
         worker.tick()  # records the end
         assert [line for line in worker_log if line.startswith("job flaky:")][-1] == expected
-        clock.t += 10  # past its backoff
+        clock.now += 10  # past its backoff
     assert store.get_job("flaky").state == JobState.DEAD
     assert not worker.exchange.attempts  # what the lines need is dropped with the line
     assert not any("now" in line or "failed (" in line for line in worker_log), worker_log
@@ -409,7 +394,7 @@ def test_a_draining_worker_logs_which_running_jobs_it_waits_for_at_once_then_eve
         add(store, id=job_id, command="sleep 30")
     worker.tick()
     assert sorted(worker.runner.running) == ["j-41", "j-44"]
-    clock.t += 12
+    clock.now += 12
     worker.stop_requests = 1
     said = lambda: [line for line in worker_log if line.startswith("waiting for")]  # noqa: E731
     worker.tick()  # the signal came during a turn: the turn says it, then the loop announces the stop
@@ -417,10 +402,10 @@ def test_a_draining_worker_logs_which_running_jobs_it_waits_for_at_once_then_eve
     worker.drain.announce(worker.stop_requests, 0)
     worker.tick()
     assert len(said()) == 1  # said once, not again for the announcement
-    clock.t += DRAIN_SAY_EVERY - 0.5
+    clock.now += DRAIN_SAY_EVERY - 0.5
     worker.tick()
     assert len(said()) == 1  # not before DRAIN_SAY_EVERY
-    clock.t += 0.5
+    clock.now += 0.5
     worker.tick()
     assert said()[1:] == ["waiting for 2 running jobs: j-41 (17 s), j-44 (17 s)"]
 

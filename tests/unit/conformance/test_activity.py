@@ -12,6 +12,9 @@ from queuectl.store.request import Exchange, Outcome, Running
 from queuectl.store.activity import BOUNDS, added
 from queuectl.worker.duties.retention import Retention
 from support.worker_steps import add, register
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 #: A minute's start (Unix seconds, just after support.worker_steps.NOW): the tests' times stay within it unless
 #: they say otherwise.

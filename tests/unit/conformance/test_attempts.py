@@ -14,6 +14,9 @@ from queuectl.store.request import Exchange, Outcome
 from queuectl.store.shared_schema import RECOVERED
 from queuectl.worker.duties.retention import Retention
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue, start
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 FAILED, DEAD, CANCELLED = JobState.FAILED, JobState.DEAD, JobState.CANCELLED
 

@@ -10,18 +10,15 @@ from queuectl.api import ops
 from queuectl.api.outage import Patience
 from queuectl.domain.models import JobState
 from queuectl.store.request import Exchange, Running
-from support.worker_steps import NOW, add, bad, claim, finish, new_job, ok, register
+from support.worker_steps import NOW, add, bad, claim, finish, new_job, ok, register, run_one
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 def states(store, *job_ids) -> dict[str, str]:
     jobs = store.jobs_by_id(job_ids)
     return {job_id: jobs[job_id].state.value for job_id in job_ids}
-
-
-def run_one(store, worker, job_id, outcome=ok, now=NOW):
-    """Claim exactly `job_id` (the only ready job) and record its end as `outcome`."""
-    assert [j.id for j in claim(store, worker, [], 10, now)] == [job_id]
-    finish(store, worker, [outcome(job_id)], now)
 
 
 def test_a_chain_runs_in_order_and_each_release_comes_with_the_completion(store):

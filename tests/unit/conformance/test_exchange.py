@@ -13,7 +13,10 @@ from queuectl.domain.jobspec import parse_job
 from queuectl.domain.models import JobState
 from queuectl.store import WorkerGone, open_store
 from queuectl.store.request import Exchange, Outcome, Running
-from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue
+from support.worker_steps import NOW, A, add, bad, claim, failed_once, finish, is_ready, ok, register, requeue
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 def test_claim_order_priority_then_run_at_then_enqueue_order(store):
@@ -348,64 +351,46 @@ def test_a_failure_whose_error_reads_worker_lost_is_no_recovery(store):
 # -- due times across clock steps ---------------------------------------------------------------------
 
 
-A = "boot-a"  # the clock domain of the worker that failed the job
-
-
-def _failed_once(store, now):
-    """A job that failed its first attempt at `now` (backoff-base 2: its retry is due 2 s later)."""
-    add(store, id="r", max_retries=5, now=now)
-    w = register(store, now=now)
-    claim(store, w, [], 1, now)
-    assert finish(store, w, [bad("r")], now) == [JobState.FAILED]
-    return w
-
-
-def _ready(store, now) -> bool:
-    """Whether a job is ready at `now` as a claim sees it: the queue latency (CommandStore.oldest_ready) reads
-    the claims' due rule (queuectl.store.timing.due), without claiming."""
-    return bool(store.oldest_ready(now))
-
-
 def test_a_retry_is_due_on_the_monotonic_clock_of_its_boot_whatever_the_wall_clock_does(store):
-    _failed_once(store, Instant(NOW, 100.0, A))
+    failed_once(store, Instant(NOW, 100.0, A))
     assert store.get_job("r").run_at == NOW + 2  # the wall-clock estimate, for people
     for wall_step in (0, -3600, +3600):
-        assert not _ready(store, Instant(NOW + wall_step, 101.9, A)), wall_step  # a forward step runs nothing early
-        assert _ready(store, Instant(NOW + wall_step, 102.0, A)), wall_step  # a backward step stalls nothing
+        assert not is_ready(store, Instant(NOW + wall_step, 101.9, A)), wall_step  # a forward step runs nothing early
+        assert is_ready(store, Instant(NOW + wall_step, 102.0, A)), wall_step  # a backward step stalls nothing
 
 
 def test_a_reader_of_another_boot_uses_the_wall_clock_and_a_step_back_makes_a_retry_due(store):
-    _failed_once(store, Instant(NOW, 100.0, A))
-    assert not _ready(store, Instant(NOW + 1, 5.0, "boot-b"))
-    assert _ready(store, Instant(NOW + 2, 5.0, "boot-b"))
+    failed_once(store, Instant(NOW, 100.0, A))
+    assert not is_ready(store, Instant(NOW + 1, 5.0, "boot-b"))
+    assert is_ready(store, Instant(NOW + 2, 5.0, "boot-b"))
     # Its wall clock reads earlier than the failure: stepped back (or behind): due at once, never
     # later than the backoff after the failure.
-    assert _ready(store, Instant(NOW - 3600, 5.0, "boot-b"))
-    assert _ready(store, NOW - 3600)  # a bare wall-clock reading is such a reader too
-    assert not _ready(store, NOW - 0.5)  # within STEP_TOLERANCE: the backoff holds
+    assert is_ready(store, Instant(NOW - 3600, 5.0, "boot-b"))
+    assert is_ready(store, NOW - 3600)  # a bare wall-clock reading is such a reader too
+    assert not is_ready(store, NOW - 0.5)  # within STEP_TOLERANCE: the backoff holds
 
 
 def test_a_job_enqueued_before_a_backward_step_is_not_held_back_by_it(store):
     add(store, id="now", now=Instant(NOW, 10.0, A))
     add(store, id="later", delay=30, now=Instant(NOW, 10.0, A))
     assert [j.id for j in claim(store, register(store), [], 5, Instant(NOW - 3600, 10.5, A))] == ["now"]
-    assert not _ready(store, Instant(NOW - 3600, 39.0, A))
-    assert _ready(store, Instant(NOW - 3600, 40.0, A))
+    assert not is_ready(store, Instant(NOW - 3600, 39.0, A))
+    assert is_ready(store, Instant(NOW - 3600, 40.0, A))
 
 
 def test_a_long_delay_is_not_cut_short_by_a_reader_whose_clock_is_behind(store):
     add(store, id="tomorrow", delay=86400, now=Instant(NOW, 10.0, A))
-    assert not _ready(store, Instant(NOW - 1.5, 5.0, "boot-b"))  # another host, a little behind
-    assert not _ready(store, Instant(NOW + 86399, 5.0, "boot-b"))
-    assert _ready(store, Instant(NOW + 86400, 5.0, "boot-b"))
+    assert not is_ready(store, Instant(NOW - 1.5, 5.0, "boot-b"))  # another host, a little behind
+    assert not is_ready(store, Instant(NOW + 86399, 5.0, "boot-b"))
+    assert is_ready(store, Instant(NOW + 86400, 5.0, "boot-b"))
 
 
 def test_an_absolute_run_at_stays_absolute(store):
     add(store, id="at", run_at="1970-01-12T13:56:40Z", now=Instant(NOW, 10.0, A))  # NOW + 600
     assert store.get_job("at").run_at == NOW + 600
-    assert not _ready(store, Instant(NOW + 599, 5000.0, A))  # however long the monotonic clock ran
-    assert not _ready(store, Instant(NOW - 3600, 5000.0, A))
-    assert _ready(store, Instant(NOW + 600, 11.0, A))
+    assert not is_ready(store, Instant(NOW + 599, 5000.0, A))  # however long the monotonic clock ran
+    assert not is_ready(store, Instant(NOW - 3600, 5000.0, A))
+    assert is_ready(store, Instant(NOW + 600, 11.0, A))
 
 
 def test_a_dlq_retry_and_a_requeue_are_due_at_once_after_a_backward_step(store):

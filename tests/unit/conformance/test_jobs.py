@@ -10,6 +10,9 @@ from queuectl.domain.jobspec import parse_job
 from queuectl.domain.models import JobState
 from queuectl.store import DuplicateJob, Enqueued, open_store
 from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 def test_enqueued_job_is_visible_from_a_new_connection(store, db):

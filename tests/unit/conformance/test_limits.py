@@ -15,11 +15,12 @@ from queuectl.store import open_store
 from queuectl.store.request import Exchange
 from queuectl.store.limits import RATE_SLACK
 from support.backdoor import behind_queuectls_back
-from support.worker_steps import NOW, add, claim, finish, ok, register
+from support.worker_steps import NOW, add, at, claim, finish, ok, register
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
-def at(wall: float) -> Instant:
-    return Instant(wall, wall, "test-boot")
 
 
 def fill(store, queue, n, **fields):

@@ -8,9 +8,11 @@ from queuectl.api.outage import Patience
 from queuectl.domain.clock import Instant
 from queuectl.domain.errors import Conflict, InvalidInput, NotFound
 from queuectl.domain.models import JobState
-from support.worker_steps import NOW, add, bad, claim, finish, ok, register, requeue
+from support.worker_steps import NOW, A, add, bad, claim, finish, finished_jobs, ok, register, requeue
+from support.engines import BOTH_ENGINES
 
-A = "boot-a"  # a clock domain: the monotonic clock of one boot (queuectl.domain.clock)
+pytestmark = BOTH_ENGINES
+
 
 
 def test_dlq_retry_is_all_or_nothing(store):
@@ -110,18 +112,8 @@ def test_run_outcomes_are_counted_and_survive_the_jobs(store):
     assert sum(store.run_counts()["default"].values()) == 5
 
 
-def _finished(store, specs):
-    """Jobs finished at NOW: {id: (queue, "ok" | "fail" | "dead" | "cancel")}."""
-    for job_id, (queue, how) in specs.items():
-        add(store, id=job_id, queue=queue, max_retries=0 if how == "dead" else 3)
-    w = register(store, slots=len(specs))
-    claim(store, w, [], len(specs), NOW)
-    store.cancel([j for j, (_, how) in specs.items() if how == "cancel"], NOW)
-    finish(store, w, [ok(j) if how == "ok" else bad(j) for j, (_, how) in specs.items()], NOW)
-
-
 def test_purge_deletes_old_finished_jobs_only(store):
-    _finished(store, {"c1": ("q", "ok"), "c2": ("other", "ok"), "d1": ("q", "dead"), "x1": ("q", "cancel"),
+    finished_jobs(store, {"c1": ("q", "ok"), "c2": ("other", "ok"), "d1": ("q", "dead"), "x1": ("q", "cancel"),
                       "f1": ("q", "fail")})
     add(store, id="p1")
     ages = {"completed": 10, "dead": 10, "cancelled": 10}

@@ -9,6 +9,9 @@ from queuectl.domain.errors import PermissionDenied
 from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from support.worker_steps import NOW, add, new_job
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 @pytest.fixture

@@ -11,24 +11,23 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from queuectl.domain.clock import Instant
 from queuectl.domain.errors import Conflict
 from queuectl.domain.jobspec import parse_template
 from queuectl.domain.models import JobState
 from queuectl.domain.recurrence import parse_rule, slot_id
 from queuectl.store import open_store
-from support.worker_steps import add as add_job
-from support.worker_steps import claim, finish, ok, register
+from support.worker_steps import add, at, claim, finish, ok, register
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 T0 = datetime(2026, 12, 2, 10, 0, tzinfo=ZoneInfo("UTC")).timestamp()
 
 
-def at(wall: float) -> Instant:
-    """The store's clock reading `wall` (the monotonic clock does not matter to schedules)."""
-    return Instant(wall, wall, "test-boot")
 
 
-def add(store, name="tick", cron=None, every=None, zone="UTC", overlap="skip", now=T0, replace=False, **template):
+def add_schedule(store, name="tick", cron=None, every=None, zone="UTC", overlap="skip", now=T0, replace=False,
+                 **template):
     template.setdefault("command", "true")
     rule = parse_rule(cron, every, zone)
     return store.add_schedule(name, rule, parse_template(json.dumps(template), overlap == "allow"), overlap, at(now),
@@ -45,7 +44,7 @@ def fire(store, wall):
 
 
 def test_each_slot_fires_once_on_the_stores_clock(store):
-    add(store, every="2s", queue="q")
+    add_schedule(store, every="2s", queue="q")
     assert fire(store, T0 + 1.9) == []  # not yet due
     assert fire(store, T0 + 2.0) == [("tick", "tick@2026-12-02T10:00:02Z", "added")]
     assert fire(store, T0 + 2.5) == []  # fired already; a clock stepped back fires nothing again
@@ -62,8 +61,8 @@ def test_each_slot_fires_once_on_the_stores_clock(store):
 
 
 def test_a_cron_schedule_fires_at_its_wall_times_as_the_clock_steps(store):
-    add(store, name="berlin", cron="15 11 * * *", zone="Europe/Berlin")  # 10:15 UTC in winter
-    add(store, name="quarter", cron="*/15 * * * *", overlap="allow")
+    add_schedule(store, name="berlin", cron="15 11 * * *", zone="Europe/Berlin")  # 10:15 UTC in winter
+    add_schedule(store, name="quarter", cron="*/15 * * * *", overlap="allow")
     assert fire(store, T0 + 14 * 60) == []
     assert sorted(fire(store, T0 + 15 * 60)) == [("berlin", "berlin@2026-12-02T10:15:00Z", "added"),
                                                  ("quarter", "quarter@2026-12-02T10:15:00Z", "added")]
@@ -73,7 +72,7 @@ def test_a_cron_schedule_fires_at_its_wall_times_as_the_clock_steps(store):
 
 
 def test_many_workers_firing_at_once_add_each_slot_once(store, db):
-    add(store, every="1s", overlap="allow")
+    add_schedule(store, every="1s", overlap="allow")
     errors, fired = [], []
 
     def firer(offset):
@@ -102,19 +101,19 @@ def test_many_workers_firing_at_once_add_each_slot_once(store, db):
 
 
 def test_a_stretch_with_no_worker_gives_one_catch_up_run_for_the_last_slot(store):
-    add(store, every="2s", overlap="allow")
+    add_schedule(store, every="2s", overlap="allow")
     fired, _ = store.fire_schedules(at(T0 + 10.5))  # five slots passed: 2, 4, 6, 8, 10
     assert [(f.job_id, f.outcome, f.missed) for f in fired] == [("tick@2026-12-02T10:00:10Z", "added", (T0 + 2,
                                                                                                      T0 + 10))]
     assert run_ids(store) == ["tick@2026-12-02T10:00:10Z"]
     assert store.schedules()[0].next_at == T0 + 12
     store.remove_schedules(["tick"])
-    add(store, name="daily", cron="0 3 * * *", now=T0)  # down for three days and a bit
+    add_schedule(store, name="daily", cron="0 3 * * *", now=T0)  # down for three days and a bit
     assert fire(store, T0 + 3 * 86400 + 60) == [("daily", "daily@2026-12-05T03:00:00Z", "added")]
 
 
 def test_overlap_skip_counts_a_slot_whose_previous_run_has_not_ended(store):
-    add(store, every="1s")
+    add_schedule(store, every="1s")
     assert fire(store, T0 + 1) == [("tick", slot_id("tick", T0 + 1), "added")]
     w = register(store)
     claim(store, w, [], 1, T0 + 1.5)  # the run is processing
@@ -128,14 +127,14 @@ def test_overlap_skip_counts_a_slot_whose_previous_run_has_not_ended(store):
 
 
 def test_a_template_key_is_the_overlap_key_shared_with_jobs_enqueued_by_hand(store):
-    add_job(store, id="manual", key="backup")
-    add(store, name="nightly", every="1m", key="backup")
+    add(store, id="manual", key="backup")
+    add_schedule(store, name="nightly", every="1m", key="backup")
     fired, _ = store.fire_schedules(at(T0 + 60))
     assert [(f.outcome, f.holder) for f in fired] == [("skipped", "manual")]
 
 
 def test_overlap_allow_runs_side_by_side(store):
-    add(store, every="1s", overlap="allow")
+    add_schedule(store, every="1s", overlap="allow")
     for step in (1, 2, 3):
         fire(store, T0 + step)
     assert run_ids(store) == [slot_id("tick", T0 + s) for s in (1, 2, 3)]
@@ -143,7 +142,7 @@ def test_overlap_allow_runs_side_by_side(store):
 
 
 def test_pause_fires_nothing_and_resume_gives_no_catch_up(store):
-    add(store, every="10s")
+    add_schedule(store, every="10s")
     assert store.set_schedules_paused(["tick", "nope"], True, at(T0 + 1)) == [True, None]
     assert store.set_schedules_paused(["tick"], True, at(T0 + 1)) == [False]
     assert fire(store, T0 + 100) == []
@@ -153,12 +152,12 @@ def test_pause_fires_nothing_and_resume_gives_no_catch_up(store):
 
 
 def test_add_refuses_a_name_taken_and_replace_keeps_its_history(store):
-    add(store, every="1s")
+    add_schedule(store, every="1s")
     fire(store, T0 + 1)
     with pytest.raises(Conflict, match="exists already"):
-        add(store, every="5s", now=T0 + 1.5)
+        add_schedule(store, every="5s", now=T0 + 1.5)
     assert store.schedules()[0].expr == "1"
-    s = add(store, cron="0 * * * *", now=T0 + 1.5, replace=True, command="echo new")
+    s = add_schedule(store, cron="0 * * * *", now=T0 + 1.5, replace=True, command="echo new")
     assert (s.kind, s.next_at, s.last_job, s.template) == ("cron", T0 + 3600, slot_id("tick", T0 + 1),
                                                            {"command": "echo new"})
     assert store.remove_schedules(["tick", "tick"]) == [True, False]
@@ -166,7 +165,7 @@ def test_add_refuses_a_name_taken_and_replace_keeps_its_history(store):
 
 
 def test_a_slot_whose_job_exists_already_adds_nothing(store):
-    add_job(store, id=slot_id("tick", T0 + 1), command="echo by hand")
-    add(store, every="1s", overlap="allow")
+    add(store, id=slot_id("tick", T0 + 1), command="echo by hand")
+    add_schedule(store, every="1s", overlap="allow")
     assert fire(store, T0 + 1) == [("tick", slot_id("tick", T0 + 1), "exists")]
     assert store.get_job(slot_id("tick", T0 + 1)).command == "echo by hand"

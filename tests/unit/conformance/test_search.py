@@ -13,6 +13,9 @@ from queuectl.domain.models import JobState
 from queuectl.store import open_store
 from queuectl.store.jobfilter import JobFilter, Linked
 from support.worker_steps import NOW, add, bad, claim, finish, new_job, ok, register
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 #: Values each filter field is tried with (some match nothing).
 VALUES = {

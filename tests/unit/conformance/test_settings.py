@@ -5,6 +5,9 @@ import pytest
 
 from queuectl.domain.errors import InvalidConfig, InvalidInput
 from support.backdoor import behind_queuectls_back
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 def test_settings_defaults_set_and_consistency(store):

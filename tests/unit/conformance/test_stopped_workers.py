@@ -8,6 +8,9 @@ import pytest
 from queuectl.domain.models import StoppedWorker
 from queuectl.store.workers import KEEP_STOPPED
 from support.worker_steps import NOW, add, claim, register
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 def test_each_end_is_kept_with_how_and_when_and_the_registration_goes(store):

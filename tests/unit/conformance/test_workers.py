@@ -10,6 +10,9 @@ from queuectl.domain.models import JobState
 from queuectl.store import WorkerGone
 from support.backdoor import behind_queuectls_back
 from support.worker_steps import NOW, add, claim, register
+from support.engines import BOTH_ENGINES
+
+pytestmark = BOTH_ENGINES
 
 
 def test_recovery_of_a_lost_worker_counts_a_failed_attempt(store):
