@@ -73,13 +73,11 @@ def check_name(name: str) -> str:
 class Worker:
     """A worker process bound to one store.
 
-    `slots` is how many jobs run at once; `queues` limits claiming (empty: every queue);
-    `burst` exits once no job is ready, waiting for a retry, running here, or held by a
-    dead or stale worker. `clock` gives Unix seconds (default: the store's clock, which on
-    PostgreSQL is the server's), `monotonic` CLOCK_MONOTONIC seconds (timers, liveness and
-    due times: see queuectl.domain.clock); both injectable, and `tick` is one turn of the loop,
-    which a test may drive. Raises InvalidInput for a bad name or slot count, InvalidConfig
-    for inconsistent settings.
+    `slots` jobs run at once; `queues` limits claiming (empty: every queue); `burst` exits once no job is
+    ready, waiting for a retry, running here, or held by a dead or stale worker. `clock` gives Unix seconds
+    (default: the store's, on PostgreSQL the server's), `monotonic` CLOCK_MONOTONIC seconds (timers, liveness,
+    due times: queuectl.domain.clock); `tick` is one turn of the loop, which a test may drive. Raises
+    InvalidInput for a bad name or slot count, InvalidConfig for inconsistent settings.
     """
 
     store: WorkerStore
@@ -112,12 +110,15 @@ class Worker:
         self.health = Health(self.notifier, self.recovery.watch, self.monotonic)
         self.wakeups = Wakeups(self.store, self.runner)
         self.drain = Drain(self.store, self.runner, self.ledger, self.claims, self.notifier)
-        self.starter = Starter(self.runner, self.claims, self.ledger, self.exchange, self.health, self.outage, self.clock)
-        worker_id, config = (lambda: self.worker_id), (lambda: self.config)  # set at registration; reloaded at each beat
+        self.starter = Starter(self.runner, self.claims, self.ledger, self.exchange, self.health, self.outage,
+                               self.clock)
+        # The duties read the worker's id (set at registration) and settings (reloaded at each beat) when they run.
+        worker_id, config = (lambda: self.worker_id), (lambda: self.config)
         self.cancels = Cancels(self.store, worker_id, self.runner, self.claims, self.drain)
         self.at_heartbeat = [RecoveryDuty(self.recovery, worker_id, config, self.now, self.stats)]  # after each beat
         self.before_exchange = [self.cancels]  # their give-backs go with the exchange of the same turn
-        self.periodic = [Retention(self.store, worker_id, config, self.now), Schedules(self.store, self.claims, self.now)]
+        self.periodic = [Retention(self.store, worker_id, config, self.now),  # not while draining
+                         Schedules(self.store, self.claims, self.now)]
         self.exit_code: int | None = None
         self.wakeups.listen()  # now: a connection that cannot carry wake-ups (a pooler) is refused before any work
 
@@ -150,13 +151,12 @@ class Worker:
         self.stop_requests += 1
 
     def register(self) -> None:
-        """Register this incarnation; recover at once the jobs a dead predecessor of the same name left.
-
-        Raises Conflict if a live worker already has this name.
-        """
+        """Register this incarnation; recover at once the jobs a dead predecessor of the same name left. Raises
+        Conflict if a live worker already has this name."""
         now = self.now()
         previous = self.recovery.predecessor(self.name, now, self.config["stale-after"])
-        info = {"name": self.name, **procs.identity(), "slots": self.slots, "queues": list(self.queues), "unit": self.unit}
+        info = {"name": self.name, **procs.identity(), "slots": self.slots, "queues": list(self.queues),
+                "unit": self.unit}
         self.worker_id, recovered = self.store.register_worker(
             info, now, replace=previous.id if previous else None, config=self.config,
             replace_seen=previous.seen if previous else None)
