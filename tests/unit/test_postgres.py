@@ -262,8 +262,26 @@ test_expire_forgets_exactly_the_claims_whose_age_is_past_the_window = (
     test_store_sqlite.test_expire_forgets_exactly_the_claims_whose_age_is_past_the_window)
 
 
-def test_a_migrated_database_holds_no_second_limited_claim(store):
+def _limited_claims(db: str) -> int:
+    with open_store(db) as s:
+        return s.c.execute("SELECT count(*) FROM pg_proc WHERE pronamespace = 'queuectl'::regnamespace"
+                           " AND proname = 'claim_limited'").fetchone()[0]
+
+
+def test_a_migrated_database_holds_no_second_limited_claim(db, monkeypatch):
     """The limited claim is queuectl.store.limits.claim_within_limits on both engines: the plpgsql function of the
-    same rules that schema versions 6 to 13 held is gone."""
-    assert store.c.execute("SELECT count(*) FROM pg_proc WHERE pronamespace = 'queuectl'::regnamespace"
-                           " AND proname = 'claim_limited'").fetchone()[0] == 0
+    same rules, which schema versions 6 to 13 held, is dropped by the step after them, with the signature it was
+    released with."""
+    import queuectl.store.postgres.store as pg
+
+    monkeypatch.setattr(pg, "SCHEMA_VERSION", 13)  # a database as version 13 left it, the function in it
+    open_store(db).close()
+    behind_queuectls_back(db, "CREATE FUNCTION queuectl.claim_limited(p_worker bigint, p_queues text[], p_claim integer,"
+                              " p_free integer, p_now double precision, p_domain text, p_mono double precision,"
+                              " p_slack double precision, p_leaving text[]) RETURNS SETOF queuectl.jobs"
+                              " LANGUAGE sql AS 'SELECT * FROM queuectl.jobs WHERE false'")
+    assert _limited_claims(db) == 1
+    monkeypatch.setattr(pg, "SCHEMA_VERSION", SCHEMA_VERSION)
+    assert _limited_claims(db) == 0  # opened by this queuectl: migrated
+    with open_store(db) as s:
+        assert s.c.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
