@@ -14,8 +14,10 @@ Imports are at the top of each module. A module is imported inside a function on
   runs or shows its own help; `queuectl --help` lists the commands by the table's short help and imports none
   (queuectl.cli.common.LazyGroup). So each command's module imports what it runs, and only it pays for that.
 - the database's driver: the store loads when a command opens its database (queuectl.api.database), so
-  --version and every --help load none; PostgreSQL's driver only for a postgresql:// database
-  (queuectl.store.open_store).
+  --version, `queuectl --help` and the help of a command whose modules name no store type (enqueue, list,
+  show, logs, wait, config, schedule) load none (tests/unit/test_startup.py); a command whose library module
+  imports the store's records at its top (ops, limits, the dashboard's reads) loads it for its help too.
+  PostgreSQL's driver loads only for a postgresql:// database (queuectl.store.open_store).
 - enqueue --wait and --follow: what `wait` and `logs -f` run (queuectl.cli.waiting), which a plain enqueue
   does without.
 - an optional library: the dashboard's Flask (queuectl.cli.web), once it is found, as PostgreSQL's driver.

@@ -59,16 +59,6 @@ def wait_enqueued(store: CommandStore, job_ids: Sequence[str], patience: Patienc
     return Waited({j: jobs[j] for j in job_ids if j in jobs})
 
 
-def wait_status(store: CommandStore, job_ids: Sequence[str], patience: Patience,
-                note: Callable[[str], None] | None = None) -> int:
-    """Wait for the jobs of `job_ids` to end (no timeout); return the exit status `enqueue --wait` gives.
-
-    That is exit_status of the first job, in the order given, that did not complete, else 0
-    (Waited.status). Raises, and says attempts to `note`, as `wait` does.
-    """
-    return wait_enqueued(store, job_ids, patience, note).status
-
-
 def wait_for_end(store: CommandStore, job_ids: Sequence[str], patience: Patience, timeout: float | None = None,
                  sleep: Callable[[float], None] = time.sleep,
                  note: Callable[[str], None] | None = None) -> tuple[dict[str, Job], list[str]]:

@@ -152,7 +152,7 @@ def test_wait_status_is_that_of_the_first_job_that_did_not_complete(store):
     ids = enqueue_specs(store, '{"id":"a","command":"true"}', '{"id":"b","command":"true"}')
     ops.cancel(store, patient(), ["b"])
     ops.cancel(store, patient(), ["a"])
-    assert waiting.wait_status(store, [*ids, "a"], patient()) == 1
+    assert waiting.wait_enqueued(store, [*ids, "a"], patient()).status == 1
     assert [j.state for j in waiting.wait(store, ids, patient()).failed] == [JobState.CANCELLED] * 2
 
 

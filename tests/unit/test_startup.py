@@ -43,7 +43,8 @@ def test_enqueue_imports_neither_the_worker_nor_postgresql_nor_other_commands(tm
     assert not added, sorted(added)
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["enqueue", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], *([c, "--help"] for c in (
+    "enqueue", "list", "show", "logs", "wait", "config", "schedule"))])  # as queuectl's docstring says
 def test_help_and_version_open_no_store(args):
     imported = imported_by(*args)
     assert not {m for m in imported if m.startswith("queuectl.store")}, sorted(imported)
