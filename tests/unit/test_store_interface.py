@@ -6,6 +6,7 @@ method with the documented parameters."""
 from __future__ import annotations
 
 import importlib
+from abc import ABC
 import inspect
 import pkgutil
 import re
@@ -115,6 +116,10 @@ def test_the_store_is_composed_each_method_defined_once_along_its_classes():
 def test_each_engine_implements_every_hook_and_a_facade_method_is_a_concern_function():
     for engine in (SqliteStore, PostgresStore):
         assert not engine.__abstractmethods__, engine
+        assert engine.__mro__ == (engine, SqlStore, SqlCore, ABC, object)  # no concern class anywhere on the way
+    # The facade names every operation of the interface but the engine's own (SqlCore: its hooks, now) and the
+    # three that each engine defines once for itself.
+    assert methods(Store) - set(vars(SqlStore)) - set(vars(SqlCore)) == {"exchange", "heartbeat", "purge"}
     for name, value in vars(SqlStore).items():
         if not name.startswith("_"):
             assert inspect.isfunction(value) and value.__module__.startswith("queuectl.store."), name

@@ -54,7 +54,7 @@ class Failing:
         return getattr(self.store, name)
 
 
-def ended(runner) -> dict:
+def reaped(runner) -> dict:
     """Wait for every running job to end; return each one's error."""
     errors = {}
     while runner.running:
@@ -92,7 +92,7 @@ def test_a_cancel_stops_the_running_job_by_sigterm_and_gives_back_the_claimed_on
     assert worker_log == ["job run: cancel requested, stopping its process group"]
     cancels.requested()
     assert cancels.run(MONO) == Cancelled(stopped=[], given_back=[])  # the same run is not sent it again
-    assert ended(runner) == {"run": "killed by signal 15 (SIGTERM)"}
+    assert reaped(runner) == {"run": "killed by signal 15 (SIGTERM)"}
 
 
 def test_a_run_started_again_after_a_cancel_is_stopped_by_the_next_look(store, runner):
@@ -102,11 +102,11 @@ def test_a_run_started_again_after_a_cancel_is_stopped_by_the_next_look(store, r
     held(store, runner, cancels, w, "run")
     store.cancel(["run"], NOW + 1)
     assert cancels.run(MONO).stopped == ["run"]
-    assert ended(runner) == {"run": "killed by signal 15 (SIGTERM)"}
+    assert reaped(runner) == {"run": "killed by signal 15 (SIGTERM)"}
     runner.start("run", "sleep 30")  # a new run under the job's id, its cancel still requested in the store
     cancels.requested()
     assert cancels.run(MONO).stopped == ["run"]
-    assert ended(runner) == {"run": "killed by signal 15 (SIGTERM)"}
+    assert reaped(runner) == {"run": "killed by signal 15 (SIGTERM)"}
 
 
 def test_cancels_are_looked_for_only_when_asked_and_jobs_are_held(store, runner):
